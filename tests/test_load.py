@@ -1,0 +1,138 @@
+"""Loading real files with unstructured: every format, encodings, metadata, offline."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tasks.discover import discover
+from tasks.load import decode_text, load_document
+from tasks.records import EMPTY, FAILED, INDEXED
+
+from .conftest import ROOT, SAMPLE, shared_path
+
+
+def load(path: Path, root: Path):
+    source = next(s for s in discover(root) if Path(s.path) == path.resolve())
+    return load_document(source)
+
+
+def test_markdown_keeps_heading_paths():
+    doc = load(SAMPLE / "rust-book/ch04-01-what-is-ownership.md", SAMPLE)
+    assert doc.status == INDEXED
+    assert doc.title == "What Is Ownership?"
+    sections = {b.section for b in doc.blocks}
+    assert "What Is Ownership? > The Stack and the Heap" in sections
+    heap = next(b for b in doc.blocks if b.section.endswith("The Stack and the Heap"))
+    assert heap.heading_level == 3, "### in the source"
+    assert any("ownership" in b.text.lower() for b in doc.blocks)
+
+
+def test_html_drops_navigation_and_keeps_sections():
+    doc = load(SAMPLE / "python-docs/venv.html", SAMPLE)
+    assert doc.status == INDEXED
+    text = " ".join(b.text for b in doc.blocks)
+    assert "virtual environment" in text
+    assert "¶" not in text, "Sphinx heading anchors are page chrome"
+    assert "Navigation" not in {b.text for b in doc.blocks}
+    assert any(b.heading_level == 2 and "Creating Virtual Environments" in b.section for b in doc.blocks)
+
+
+def test_chinese_html_yields_chinese_text():
+    doc = load(SAMPLE / "debian-handbook-zh-cn/sect.apt-file.html", SAMPLE)
+    assert doc.status == INDEXED
+    assert "apt-file" in doc.title
+    assert any("软件包" in b.text for b in doc.blocks)
+
+
+def test_pdf_text_layer_with_page_numbers(small_corpus):
+    doc = load(small_corpus / "r-manuals/R-FAQ-excerpt.pdf", small_corpus)
+    assert doc.status == INDEXED
+    assert {b.page_number for b in doc.blocks} == {1, 2, 3, 4, 5}
+    assert sum(len(b.text) for b in doc.blocks) > 5000
+
+
+def test_chinese_pdf_yields_chinese_text():
+    doc = load(SAMPLE / "ctex/ctex-faq.pdf", SAMPLE)
+    assert doc.status == INDEXED
+    assert any("常见问题" in b.text for b in doc.blocks)
+
+
+def test_plain_text_empty_and_binary_files(tmp_path):
+    (tmp_path / "notes.txt").write_text("Plain notes about LanceDB.\n\nSecond paragraph.", "utf-8")
+    (tmp_path / "empty.md").write_bytes(b"")
+    (tmp_path / "image.md").write_bytes(bytes(range(256)) * 8)
+    (tmp_path / "paper.html").write_bytes(b"%PDF-1.4\n" + bytes(200))
+    docs = {Path(s.path).name: load_document(s) for s in discover(tmp_path)}
+    assert docs["notes.txt"].status == INDEXED
+    assert [b.text for b in docs["notes.txt"].blocks] == ["Plain notes about LanceDB.", "Second paragraph."]
+    assert docs["empty.md"].status == EMPTY
+    assert docs["image.md"].status == FAILED and docs["image.md"].error.startswith("not_a_text_document")
+    assert docs["paper.html"].status == FAILED and docs["paper.html"].error.startswith("not_a_text_document")
+
+
+@pytest.mark.parametrize(
+    ("relative", "phrase"),
+    [
+        ("GB2312/cindychen.com.md", "原创"),
+        ("Big5/_ude_1.md", "維基大典"),
+        ("SHIFT_JIS/tamuyou.haun.org.md", "年賀状"),
+        ("EUC-KR/_ude_euc1.md", "역사적 예수"),
+        ("KOI8-R/newsru.com.md", "психически"),
+        ("windows-1251-russian/aif.ru.health.md", "Здоровье"),
+        ("UTF-16/bom-utf-16-be.md", "Ayn Rand"),
+        ("UTF-32/bom-utf-32-be.md", "Ayn Rand"),
+        ("UTF-16BE/nobom-utf16be.md", "07/19/2015"),
+        ("UTF-16LE/nobom-utf16le.md", "07/19/2015"),
+        ("UTF-32BE/nobom-utf32be.md", "07/19/2015"),
+        ("UTF-32LE/nobom-utf32le.md", "07/19/2015"),
+    ],
+)
+def test_legacy_encodings_decode_correctly(relative, phrase):
+    data = shared_path("corpus", "nasty", "encodings", relative).read_bytes()
+    text = decode_text(data)
+    assert phrase in text
+    assert "\x00" not in text and "\ufffd" not in text
+
+
+def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
+    """A fresh interpreter with sockets disabled loads md, html, pdf and txt and embeds text."""
+    (small_corpus / "notes.txt").write_text("Offline plain text works.", "utf-8")
+    script = textwrap.dedent(
+        f"""
+        import socket
+
+        def refuse(*args, **kwargs):
+            raise OSError("network access attempted in an offline test")
+
+        socket.socket.connect = refuse
+        socket.socket.connect_ex = refuse
+        socket.create_connection = refuse
+        socket.getaddrinfo = refuse
+
+        from tasks.discover import discover
+        from tasks.embed import get_embedder
+        from tasks.load import load_document
+
+        by_type = {{}}
+        for source in discover({str(small_corpus)!r}):
+            doc = load_document(source)
+            assert doc.status == "indexed", (source.doc_id, doc.error)
+            by_type[source.mime_type] = by_type.get(source.mime_type, 0) + sum(len(b.text) for b in doc.blocks)
+        print(sorted(by_type.items()))
+        assert set(by_type) == {{"text/markdown", "text/html", "application/pdf", "text/plain"}}
+        assert all(chars > 0 for chars in by_type.values())
+        vector = get_embedder().encode(["offline embedding"])
+        assert vector.shape == (1, 384)
+        print("OFFLINE-OK")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "OFFLINE-OK" in result.stdout
