@@ -34,22 +34,15 @@ def prefect_backend(tmp_path_factory):
             yield storage
 
 
-@pytest.fixture
-def small_corpus(tmp_path) -> Path:
+def build_small_corpus(corpus: Path) -> Path:
     """A few real sample documents: Markdown, English and Chinese HTML, a short PDF."""
     from pypdf import PdfReader, PdfWriter
 
-    corpus = tmp_path / "corpus"
-    for relative in (
-        "rust-book/ch04-01-what-is-ownership.md",
-        "rust-book/ch08-03-hash-maps.md",
-        "python-docs/venv.html",
-        "debian-handbook-zh-cn/sect.apt-file.html",
-    ):
+    for relative in SMALL_CORPUS_FILES:
         target = corpus / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(SAMPLE / relative, target)
-    # The first pages of a real manual keep the PDF path real but the test short.
+    # Five pages of a real manual keep the PDF path real but the test short.
     writer = PdfWriter()
     for page in PdfReader(SAMPLE / "r-manuals" / "R-FAQ.pdf").pages[4:9]:
         writer.add_page(page)
@@ -57,3 +50,16 @@ def small_corpus(tmp_path) -> Path:
     with open(corpus / "r-manuals" / "R-FAQ-excerpt.pdf", "wb") as handle:
         writer.write(handle)
     return corpus
+
+
+SMALL_CORPUS_FILES = (
+    "rust-book/ch04-01-what-is-ownership.md",
+    "rust-book/ch08-03-hash-maps.md",
+    "python-docs/venv.html",
+    "debian-handbook-zh-cn/sect.apt-file.html",
+)
+
+
+@pytest.fixture
+def small_corpus(tmp_path) -> Path:
+    return build_small_corpus(tmp_path / "corpus")
