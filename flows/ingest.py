@@ -21,7 +21,6 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from tasks import offline  # noqa: F401  (offline environment before anything else loads)
 from tasks.discover import discover_task, plan_task
 from tasks.embed import DEFAULT_MODEL, embed_task, get_embedder
 from tasks.load import load_task
@@ -61,7 +60,11 @@ class IngestSummary:
 
     def render(self) -> str:
         stages = ", ".join(f"{name} {secs:.1f}" for name, secs in self.stage_seconds.items())
-        rate = self.chunks_written / self.stage_seconds.get("embed", 0) if self.stage_seconds.get("embed") else 0
+        rate = (
+            self.chunks_written / self.stage_seconds.get("embed", 0)
+            if self.stage_seconds.get("embed")
+            else 0
+        )
         lines = [
             f"index: {self.index_uri} (chunks table version {self.table_version})",
             f"files: {self.files_seen} seen, {self.indexed} indexed, {self.unchanged} unchanged, "
@@ -113,7 +116,10 @@ def ingest(
     summary.files_seen, summary.unchanged = len(files), len(plan.unchanged)
     logger.info(
         "%d files: %d to index, %d unchanged, %d removed",
-        len(files), len(plan.to_index), len(plan.unchanged), len(plan.removed),
+        len(files),
+        len(plan.to_index),
+        len(plan.unchanged),
+        len(plan.removed),
     )
 
     batches = [plan.to_index[i : i + batch_size] for i in range(0, len(plan.to_index), batch_size)]
@@ -122,12 +128,16 @@ def ingest(
         with _timed(stages, "load"):
             documents = load_task.with_options(task_run_name=f"load{label}")(list(batch))
         with _timed(stages, "split"):
-            splits = split_task.with_options(task_run_name=f"split{label}")(documents, settings, model)
+            splits = split_task.with_options(task_run_name=f"split{label}")(
+                documents, settings, model
+            )
         chunks = [chunk for result in splits for chunk in result.chunks]
         with _timed(stages, "embed"):
             vectors = embed_task.with_options(task_run_name=f"embed{label}")(chunks, model)
         with _timed(stages, "write"):
-            write_task.with_options(task_run_name=f"write{label}")(index_uri, documents, chunks, vectors, fp)
+            write_task.with_options(task_run_name=f"write{label}")(
+                index_uri, documents, chunks, vectors, fp
+            )
 
         for doc in documents:
             if doc.status == FAILED:
@@ -145,19 +155,48 @@ def ingest(
     with _timed(stages, "finalize"):
         summary.table_version = finalize_task(index_uri)
     summary.seconds = time.perf_counter() - started
-    logger.info("ingest summary\n%s", summary.render())
+    logger.info(
+        "ingest finished: %d indexed, %d unchanged, %d empty, %d failed, %d removed, "
+        "%d chunks written in %.1f s",
+        summary.indexed,
+        summary.unchanged,
+        summary.empty,
+        len(summary.failed),
+        summary.removed,
+        summary.chunks_written,
+        summary.seconds,
+    )
     return summary
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m flows.ingest", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m flows.ingest", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("source_dir", help="folder of .md/.html/.pdf/.txt documents to index")
-    parser.add_argument("--index", default=DEFAULT_INDEX_URI, help="LanceDB dataset URI (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=32, help="files per task batch (default: %(default)s)")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help="embedding model name or path, or 'hash' (tests)")
-    parser.add_argument("--chunk-size", type=int, default=SplitSettings.chunk_size, help="characters per chunk")
-    parser.add_argument("--chunk-overlap", type=int, default=SplitSettings.chunk_overlap, help="characters of overlap")
-    parser.add_argument("--rebuild", action="store_true", help="drop the dataset's tables and index everything again")
+    parser.add_argument(
+        "--index", default=DEFAULT_INDEX_URI, help="LanceDB dataset URI (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="files per task batch (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, help="embedding model name or path, or 'hash' (tests)"
+    )
+    parser.add_argument(
+        "--chunk-size", type=int, default=SplitSettings.chunk_size, help="characters per chunk"
+    )
+    parser.add_argument(
+        "--chunk-overlap",
+        type=int,
+        default=SplitSettings.chunk_overlap,
+        help="characters of overlap",
+    )
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="drop the dataset's tables and index everything again",
+    )
     args = parser.parse_args(argv)
     if not Path(args.source_dir).is_dir():
         parser.error(f"source folder not found: {args.source_dir}")

@@ -18,7 +18,6 @@ from dataclasses import asdict
 
 from prefect import flow, get_run_logger
 
-from tasks import offline  # noqa: F401  (offline environment before anything else loads)
 from tasks.search import Hit, search_task
 from tasks.store import DEFAULT_INDEX_URI, DatasetError, read_fingerprint
 
@@ -41,16 +40,24 @@ def render_table(hits: list[Hit]) -> str:
         if hit.section:
             lines.append(f"    § {hit.section}")
         snippet = textwrap.shorten(" ".join(hit.text.split()), width=300, placeholder=" …")
-        lines.extend(textwrap.wrap(snippet, width=96, initial_indent="    ", subsequent_indent="    "))
+        lines.extend(
+            textwrap.wrap(snippet, width=96, initial_indent="    ", subsequent_indent="    ")
+        )
     return "\n".join(lines)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m flows.query", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m flows.query", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("text", help="the question or search text")
-    parser.add_argument("--index", default=DEFAULT_INDEX_URI, help="LanceDB dataset URI (default: %(default)s)")
+    parser.add_argument(
+        "--index", default=DEFAULT_INDEX_URI, help="LanceDB dataset URI (default: %(default)s)"
+    )
     parser.add_argument("-k", type=int, default=5, help="number of hits (default: %(default)s)")
-    parser.add_argument("--source", default=None, metavar="GLOB", help="only documents whose path matches")
+    parser.add_argument(
+        "--source", default=None, metavar="GLOB", help="only documents whose path matches"
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON array of hits")
     args = parser.parse_args(argv)
     if args.k < 1:

@@ -17,7 +17,7 @@ import inspect
 import json
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from prefect.cache_policies import CachePolicy
@@ -42,7 +42,7 @@ def content_token(value: Any) -> Any:
     raise TypeError(f"no content token for task input of type {type(value).__name__}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def code_version(*module_names: str) -> str:
     """Hash of the source code of the named modules (already imported)."""
     return sha256_hex("".join(inspect.getsource(sys.modules[name]) for name in module_names))

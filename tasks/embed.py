@@ -63,7 +63,7 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
-        encoded = self.model.tokenizer(texts, add_special_tokens=True, truncation=False)
+        encoded = self.model.tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)
         return [len(ids) for ids in encoded["input_ids"]]
 
 
@@ -86,7 +86,11 @@ class HashEmbedder:
         return vector / np.linalg.norm(vector)
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self.dimension), np.float32)
+        return (
+            np.stack([self._vector(t) for t in texts])
+            if texts
+            else np.zeros((0, self.dimension), np.float32)
+        )
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return [len(text.split()) + 2 for text in texts]

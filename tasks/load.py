@@ -182,7 +182,9 @@ def load_document(source: SourceFile) -> Document:
     except LoadError as exc:
         return Document(source, title, status=FAILED, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - any parser failure is this file's failure
-        return Document(source, title, status=FAILED, error=f"parse_error: {type(exc).__name__}: {exc}")
+        return Document(
+            source, title, status=FAILED, error=f"parse_error: {type(exc).__name__}: {exc}"
+        )
     if not blocks:
         return Document(source, title, status=EMPTY, error="no_text: no text found in the file")
     first_heading = next((b.section.split(" > ")[-1] for b in blocks if b.section), None)

@@ -124,7 +124,9 @@ def chunk_rows(
     return pa.table(columns, schema=chunks_schema(fp))
 
 
-def document_rows(documents: list[Document], n_chunks: dict[str, int], fp: dict, at: datetime) -> pa.Table:
+def document_rows(
+    documents: list[Document], n_chunks: dict[str, int], fp: dict, at: datetime
+) -> pa.Table:
     """Arrow rows for the documents ledger."""
     fp_id = fingerprint_id(fp)
     rows = [

@@ -51,7 +51,9 @@ class SplitSettings:
 
     def __post_init__(self) -> None:
         if self.chunk_size <= 0:
-            raise ValueError(f"chunk_size must be a positive number of characters, got {self.chunk_size}")
+            raise ValueError(
+                f"chunk_size must be a positive number of characters, got {self.chunk_size}"
+            )
         if self.chunk_overlap < 0:
             raise ValueError(f"chunk_overlap must not be negative, got {self.chunk_overlap}")
         if self.chunk_overlap >= self.chunk_size:
@@ -63,7 +65,7 @@ class SplitSettings:
 
 
 def _cut_at(text: str, start: int, end: int, sep: str) -> list[Span]:
-    """Cut text[start:end] after each occurrence of `sep` (the separator stays with its left part)."""
+    """Cut text[start:end] after each `sep`; the separator stays with the part on its left."""
     if sep == "":
         return [m.span() for m in _GRAPHEME.finditer(text, start, end)]
     spans, pos = [], start
@@ -103,7 +105,7 @@ def _content_end(text: str, span: Span) -> int:
 
 
 def _merge(text: str, pieces: list[Span], size: int, overlap: int) -> list[Span]:
-    """Greedily merge contiguous pieces into spans of at most `size`, overlapping by <= `overlap`."""
+    """Merge contiguous pieces greedily into spans of at most `size`, overlapping <= `overlap`."""
     spans: list[Span] = []
     window: list[Span] = []
     for piece in pieces:
@@ -113,7 +115,8 @@ def _merge(text: str, pieces: list[Span], size: int, overlap: int) -> list[Span]
             spans.append((window[0][0], window[-1][1]))
             # Keep trailing pieces as overlap while they fit the overlap and leave room.
             while window and (
-                window[-1][1] - window[0][0] > overlap or window[-1][1] - window[0][0] + length > size
+                window[-1][1] - window[0][0] > overlap
+                or window[-1][1] - window[0][0] + length > size
             ):
                 window.pop(0)
         window.append(piece)
@@ -130,7 +133,9 @@ def _strip(text: str, span: Span) -> Span | None:
     return (a, b) if a < b else None
 
 
-def split_spans(text: str, settings: SplitSettings, start: int = 0, end: int | None = None) -> list[Span]:
+def split_spans(
+    text: str, settings: SplitSettings, start: int = 0, end: int | None = None
+) -> list[Span]:
     """Chunk spans of text[start:end], whitespace-trimmed, in document order."""
     end = len(text) if end is None else end
     pieces = _pieces(text, start, end, settings.chunk_size, settings.separators)
@@ -210,7 +215,9 @@ def split_document(
     for start, end, place in _segments(document):
         spans = split_spans(text, settings, start, end)
         if count_tokens is not None and max_tokens is not None:
-            spans, n_refit, n_over = fit_token_window(text, spans, settings, count_tokens, max_tokens)
+            spans, n_refit, n_over = fit_token_window(
+                text, spans, settings, count_tokens, max_tokens
+            )
             refit += n_refit
             over += n_over
         placed.extend((span, place) for span in spans)
@@ -233,7 +240,9 @@ def split_document(
     return SplitResult(chunks, refit, over)
 
 
-def split_batch(documents: list[Document], settings: SplitSettings, model: str) -> list[SplitResult]:
+def split_batch(
+    documents: list[Document], settings: SplitSettings, model: str
+) -> list[SplitResult]:
     """Chunk a batch of loaded documents to fit `model`'s token window (one result each)."""
     embedder = get_embedder(model)
     return [

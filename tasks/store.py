@@ -73,7 +73,9 @@ def read_fingerprint(uri: str) -> dict:
     """The fingerprint of an existing dataset; DatasetError if there is none."""
     db = connect(uri)
     if CHUNKS_TABLE not in _tables(db):
-        raise DatasetError(f"no index at {uri}: run `python -m flows.ingest DIR --index {uri}` first")
+        raise DatasetError(
+            f"no index at {uri}: run `python -m flows.ingest DIR --index {uri}` first"
+        )
     fp = stored_fingerprint(db.open_table(CHUNKS_TABLE).schema)
     if fp is None:
         raise DatasetError(f"{uri} has a chunks table that doc-indexer did not create")
@@ -154,7 +156,11 @@ def finalize_dataset(uri: str) -> int:
     db = connect(uri)
     chunks_table = db.open_table(CHUNKS_TABLE)
     documents_table = db.open_table(DOCUMENTS_TABLE)
-    for table, key in ((chunks_table, "chunk_id"), (chunks_table, "doc_id"), (documents_table, "doc_id")):
+    for table, key in (
+        (chunks_table, "chunk_id"),
+        (chunks_table, "doc_id"),
+        (documents_table, "doc_id"),
+    ):
         if not any(key in index.columns for index in table.list_indices()):
             table.create_scalar_index(key, index_type="BTREE")
     if chunks_table.count_rows() > 0:

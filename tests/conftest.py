@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from tasks import offline  # noqa: F401  (offline environment for every test)
-
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 SHARED = ROOT.parent / "shared"

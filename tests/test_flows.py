@@ -32,7 +32,12 @@ def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess:
     """Run a flow's CLI in a fresh interpreter with its own Prefect home (and server)."""
     env = {**os.environ, "PREFECT_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -114,11 +119,22 @@ def test_rerun_edit_and_delete_touch_only_what_changed(indexed, tmp_path):
 
 def test_query_cli_prints_json_hits(indexed, tmp_path):
     _, uri, _ = indexed
-    result = run_cli("flows.query", "What is a hash map?", "--index", uri, "-k", "2", "--json", home=tmp_path)
+    result = run_cli(
+        "flows.query", "What is a hash map?", "--index", uri, "-k", "2", "--json", home=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     hits = json.loads(result.stdout)
     assert len(hits) == 2
-    fields = {"chunk_id", "doc_id", "source_path", "section", "page_number", "chunk_index", "score", "text"}
+    fields = {
+        "chunk_id",
+        "doc_id",
+        "source_path",
+        "section",
+        "page_number",
+        "chunk_index",
+        "score",
+        "text",
+    }
     assert all(fields <= hit.keys() for hit in hits)
     assert hits[0]["score"] >= hits[1]["score"]
 
@@ -126,13 +142,18 @@ def test_query_cli_prints_json_hits(indexed, tmp_path):
 def test_cli_errors_are_one_line_and_non_zero(tmp_path):
     missing = run_cli("flows.query", "anything", "--index", str(tmp_path / "none"), home=tmp_path)
     assert missing.returncode == 1
-    assert missing.stderr.strip().startswith("error: no index at") and "\n" not in missing.stderr.strip()
+    assert (
+        missing.stderr.strip().startswith("error: no index at")
+        and "\n" not in missing.stderr.strip()
+    )
     assert "Traceback" not in missing.stderr
     bad_k = run_cli("flows.query", "anything", "-k", "0", home=tmp_path)
     assert bad_k.returncode == 2 and "-k must be at least 1" in bad_k.stderr
     bad_dir = run_cli("flows.ingest", str(tmp_path / "nowhere"), home=tmp_path)
     assert bad_dir.returncode == 2 and "source folder not found" in bad_dir.stderr
-    bad_split = run_cli("flows.ingest", str(tmp_path), "--chunk-size", "10", "--chunk-overlap", "10", home=tmp_path)
+    bad_split = run_cli(
+        "flows.ingest", str(tmp_path), "--chunk-size", "10", "--chunk-overlap", "10", home=tmp_path
+    )
     assert bad_split.returncode == 2 and "must be smaller than chunk_size" in bad_split.stderr
 
 
@@ -141,7 +162,15 @@ def test_ingest_cli_prints_a_summary_and_exits_zero(tmp_path):
     corpus.mkdir()
     (corpus / "a.md").write_text("# A\n\nSome text about caching.\n", "utf-8")
     (corpus / "empty.md").write_text("", "utf-8")
-    result = run_cli("flows.ingest", str(corpus), "--index", str(tmp_path / "index"), "--model", "hash", home=tmp_path)
+    result = run_cli(
+        "flows.ingest",
+        str(corpus),
+        "--index",
+        str(tmp_path / "index"),
+        "--model",
+        "hash",
+        home=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "files: 2 seen, 1 indexed, 0 unchanged, 1 empty, 0 failed, 0 removed" in result.stdout
 
@@ -149,7 +178,9 @@ def test_ingest_cli_prints_a_summary_and_exits_zero(tmp_path):
 def test_no_sample_chunk_exceeds_the_model_token_window():
     """Load and split the whole bundled sample with the real tokenizer: nothing is truncated."""
     documents = load_batch(discover(SAMPLE))
-    assert all(doc.status == "indexed" for doc in documents), [d.error for d in documents if d.error]
+    assert all(doc.status == "indexed" for doc in documents), [
+        d.error for d in documents if d.error
+    ]
     results = split_batch(documents, SplitSettings(), "all-MiniLM-L6-v2")
     assert sum(result.over_window for result in results) == 0
     embedder = get_embedder()

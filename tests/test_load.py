@@ -39,7 +39,9 @@ def test_html_drops_navigation_and_keeps_sections():
     assert "virtual environment" in text
     assert "¶" not in text, "Sphinx heading anchors are page chrome"
     assert "Navigation" not in {b.text for b in doc.blocks}
-    assert any(b.heading_level == 2 and "Creating Virtual Environments" in b.section for b in doc.blocks)
+    assert any(
+        b.heading_level == 2 and "Creating Virtual Environments" in b.section for b in doc.blocks
+    )
 
 
 def test_chinese_html_yields_chinese_text():
@@ -69,10 +71,17 @@ def test_plain_text_empty_and_binary_files(tmp_path):
     (tmp_path / "paper.html").write_bytes(b"%PDF-1.4\n" + bytes(200))
     docs = {Path(s.path).name: load_document(s) for s in discover(tmp_path)}
     assert docs["notes.txt"].status == INDEXED
-    assert [b.text for b in docs["notes.txt"].blocks] == ["Plain notes about LanceDB.", "Second paragraph."]
+    assert [b.text for b in docs["notes.txt"].blocks] == [
+        "Plain notes about LanceDB.",
+        "Second paragraph.",
+    ]
     assert docs["empty.md"].status == EMPTY
-    assert docs["image.md"].status == FAILED and docs["image.md"].error.startswith("not_a_text_document")
-    assert docs["paper.html"].status == FAILED and docs["paper.html"].error.startswith("not_a_text_document")
+    assert docs["image.md"].status == FAILED and docs["image.md"].error.startswith(
+        "not_a_text_document"
+    )
+    assert docs["paper.html"].status == FAILED and docs["paper.html"].error.startswith(
+        "not_a_text_document"
+    )
 
 
 @pytest.mark.parametrize(
@@ -122,7 +131,8 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
         for source in discover({str(small_corpus)!r}):
             doc = load_document(source)
             assert doc.status == "indexed", (source.doc_id, doc.error)
-            by_type[source.mime_type] = by_type.get(source.mime_type, 0) + sum(len(b.text) for b in doc.blocks)
+            chars = sum(len(b.text) for b in doc.blocks)
+            by_type[source.mime_type] = by_type.get(source.mime_type, 0) + chars
         print(sorted(by_type.items()))
         assert set(by_type) == {{"text/markdown", "text/html", "application/pdf", "text/plain"}}
         assert all(chars > 0 for chars in by_type.values())
