@@ -17,19 +17,21 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow, get_run_logger
 
 from tasks.discover import discover_task, plan_task
-from tasks.embed import DEFAULT_MODEL, embed_task, get_embedder
+from tasks.embed import DEFAULT_MODEL, EmbedResult, embed_task, get_embedder
 from tasks.load import load_task
-from tasks.records import EMPTY, FAILED, INDEXED
+from tasks.records import EMPTY, FAILED, INDEXED, Document
 from tasks.schema import fingerprint, fingerprint_id
-from tasks.split import SplitSettings, split_task
+from tasks.split import SplitResult, SplitSettings, split_task
 from tasks.store import (
     DEFAULT_INDEX_URI,
     DatasetError,
+    dataset_lock,
     delete_task,
     finalize_task,
     prepare_dataset,
@@ -49,14 +51,31 @@ class IngestSummary:
     empty: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, reason: message)
     removed: int = 0
+    kept_unseen: int = 0  # not seen, but under a folder that could not be listed
     chunks_written: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
     chunks_deleted: int = 0
     chunks_refit: int = 0
     chunks_truncated: int = 0
     max_tokens: int = 0
     table_version: int = 0
+    run_tag: str = ""
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    def add_batch(
+        self, documents: list[Document], splits: list[SplitResult], embedded: EmbedResult
+    ) -> None:
+        """Count what one batch did."""
+        self.failed += [(d.doc_id, d.error or "unknown") for d in documents if d.status == FAILED]
+        self.indexed += sum(doc.status == INDEXED for doc in documents)
+        self.empty += sum(doc.status == EMPTY for doc in documents)
+        self.chunks_written += len(embedded.vectors)
+        self.chunks_embedded += embedded.embedded
+        self.chunks_reused += embedded.reused
+        self.chunks_refit += sum(result.refit for result in splits)
+        self.chunks_truncated += sum(result.over_window for result in splits)
 
     def render(self) -> str:
         stages = ", ".join(f"{name} {secs:.1f}" for name, secs in self.stage_seconds.items())
@@ -66,10 +85,12 @@ class IngestSummary:
             else 0
         )
         lines = [
-            f"index: {self.index_uri} (chunks table version {self.table_version})",
+            f"index: {self.index_uri} (chunks table version {self.table_version}, "
+            f"tag {self.run_tag})",
             f"files: {self.files_seen} seen, {self.indexed} indexed, {self.unchanged} unchanged, "
             f"{self.empty} empty, {len(self.failed)} failed, {self.removed} removed",
-            f"chunks: {self.chunks_written} written, {self.chunks_deleted} deleted, "
+            f"chunks: {self.chunks_written} written ({self.chunks_embedded} embedded, "
+            f"{self.chunks_reused} reused), {self.chunks_deleted} deleted, "
             f"{self.chunks_refit} re-split to fit the {self.max_tokens}-token window, "
             f"{self.chunks_truncated} would be truncated",
             f"time: {self.seconds:.1f} s ({stages}); embed {rate:.1f} chunks/s",
@@ -96,8 +117,12 @@ def ingest(
     chunk_size: int = SplitSettings.chunk_size,
     chunk_overlap: int = SplitSettings.chunk_overlap,
     rebuild: bool = False,
+    lock_timeout: float = 3600.0,
 ) -> IngestSummary:
-    """Index new and changed documents under `source_dir`, drop vanished ones."""
+    """Index new and changed documents under `source_dir`, drop vanished ones.
+
+    Runs on one dataset never overlap: a second run waits up to `lock_timeout` seconds.
+    """
     logger = get_run_logger()
     started = time.perf_counter()
     summary = IngestSummary(index_uri=index_uri)
@@ -108,63 +133,64 @@ def ingest(
         embedder = get_embedder(model)
     fp = fingerprint(embedder.model_id, embedder.dimension, embedder.max_tokens, settings)
     summary.max_tokens = embedder.max_tokens
-    prepare_dataset(index_uri, fp, rebuild)
 
-    with _timed(stages, "discover"):
-        files = discover_task(source_dir)
-        plan = plan_task(files, read_ledger(index_uri), fingerprint_id(fp))
-    summary.files_seen, summary.unchanged = len(files), len(plan.unchanged)
-    logger.info(
-        "%d files: %d to index, %d unchanged, %d removed",
-        len(files),
-        len(plan.to_index),
-        len(plan.unchanged),
-        len(plan.removed),
-    )
+    with dataset_lock(index_uri, lock_timeout, logger):
+        prepare_dataset(index_uri, fp, rebuild)
+        with _timed(stages, "discover"):
+            ledger = read_ledger(index_uri)
+            scan = discover_task(source_dir, ledger)
+            plan = plan_task(scan, ledger, fingerprint_id(fp))
+        summary.files_seen, summary.unchanged = len(scan.files), len(plan.unchanged)
+        summary.kept_unseen = len(plan.kept_unseen)
+        logger.info(
+            "%d files: %d to index, %d unchanged, %d removed; unreadable folders: %s",
+            len(scan.files),
+            len(plan.to_index),
+            len(plan.unchanged),
+            len(plan.removed),
+            ", ".join(scan.unreadable_dirs) or "none",
+        )
 
-    batches = [plan.to_index[i : i + batch_size] for i in range(0, len(plan.to_index), batch_size)]
-    for number, batch in enumerate(batches, start=1):
-        label = f"[batch {number}/{len(batches)}]"
-        with _timed(stages, "load"):
-            documents = load_task.with_options(task_run_name=f"load{label}")(list(batch))
-        with _timed(stages, "split"):
-            splits = split_task.with_options(task_run_name=f"split{label}")(
-                documents, settings, model
-            )
-        chunks = [chunk for result in splits for chunk in result.chunks]
-        with _timed(stages, "embed"):
-            vectors = embed_task.with_options(task_run_name=f"embed{label}")(chunks, model)
+        step = batch_size
+        batches = [plan.to_index[i : i + step] for i in range(0, len(plan.to_index), step)]
+        for number, batch in enumerate(batches, start=1):
+            label = f"[batch {number}/{len(batches)}]"
+            with _timed(stages, "load"):
+                documents = load_task.with_options(task_run_name=f"load{label}")(list(batch))
+            with _timed(stages, "split"):
+                split_run = split_task.with_options(task_run_name=f"split{label}")
+                splits = split_run(documents, settings, model)
+            chunks = [chunk for result in splits for chunk in result.chunks]
+            with _timed(stages, "embed"):
+                embed_run = embed_task.with_options(task_run_name=f"embed{label}")
+                embedded = embed_run(chunks, model, index_uri)
+            with _timed(stages, "write"):
+                write_run = write_task.with_options(task_run_name=f"write{label}")
+                write_run(index_uri, documents, chunks, embedded.vectors, fp)
+            summary.add_batch(documents, splits, embedded)
+            logger.info("%s %d documents, %d chunks written", label, len(documents), len(chunks))
+
         with _timed(stages, "write"):
-            write_task.with_options(task_run_name=f"write{label}")(
-                index_uri, documents, chunks, vectors, fp
-            )
+            summary.chunks_deleted = delete_task(index_uri, list(plan.removed))
+            summary.removed = len(plan.removed)
+        with _timed(stages, "finalize"):
+            summary.run_tag = f"run-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}"
+            summary.table_version = finalize_task(index_uri, summary.run_tag)
 
-        for doc in documents:
-            if doc.status == FAILED:
-                summary.failed.append((doc.doc_id, doc.error or "unknown"))
-        summary.indexed += sum(doc.status == INDEXED for doc in documents)
-        summary.empty += sum(doc.status == EMPTY for doc in documents)
-        summary.chunks_written += len(chunks)
-        summary.chunks_refit += sum(result.refit for result in splits)
-        summary.chunks_truncated += sum(result.over_window for result in splits)
-        logger.info("%s %d documents, %d chunks written", label, len(documents), len(chunks))
-
-    with _timed(stages, "write"):
-        summary.chunks_deleted = delete_task(index_uri, list(plan.removed))
-        summary.removed = len(plan.removed)
-    with _timed(stages, "finalize"):
-        summary.table_version = finalize_task(index_uri)
     summary.seconds = time.perf_counter() - started
     logger.info(
         "ingest finished: %d indexed, %d unchanged, %d empty, %d failed, %d removed, "
-        "%d chunks written in %.1f s",
+        "%d chunks written (%d embedded, %d reused) in %.1f s; tagged %s",
         summary.indexed,
         summary.unchanged,
         summary.empty,
         len(summary.failed),
         summary.removed,
         summary.chunks_written,
+        summary.chunks_embedded,
+        summary.chunks_reused,
         summary.seconds,
+        summary.run_tag,
     )
     return summary
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from tasks.records import FAILED, SourceFile
 
@@ -39,37 +40,6 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def discover(root: str | Path) -> list[SourceFile]:
-    """Every supported document under `root`, hashed, sorted by doc_id.
-
-    Hidden files and folders and editor temp files are skipped; symlinked folders are not
-    followed.
-    """
-    root = Path(root).resolve()
-    if not root.is_dir():
-        raise NotADirectoryError(f"source folder not found: {root}")
-    found: list[SourceFile] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not _ignored(d))
-        for name in sorted(files):
-            mime = MIME_TYPES.get(Path(name).suffix.lower())
-            if mime is None or _ignored(name):
-                continue
-            path = Path(folder, name)
-            stat = path.stat()
-            found.append(
-                SourceFile(
-                    doc_id=path.relative_to(root).as_posix(),
-                    path=str(path),
-                    size=stat.st_size,
-                    mtime=stat.st_mtime,
-                    content_hash=file_sha256(path),
-                    mime_type=mime,
-                )
-            )
-    return sorted(found, key=lambda f: f.doc_id)
-
-
 @dataclass(frozen=True)
 class LedgerEntry:
     """What the documents table says about one document."""
@@ -77,6 +47,61 @@ class LedgerEntry:
     content_hash: str
     status: str
     pipeline_fingerprint: str
+    size: int = -1
+    mtime_us: int = -1
+
+
+@dataclass(frozen=True)
+class Scan:
+    """The supported files under a root, and the folders that could not be listed."""
+
+    files: tuple[SourceFile, ...]
+    unreadable_dirs: tuple[str, ...] = field(default=())  # relative posix paths, "" = the root
+
+
+def discover(root: str | Path, known: Mapping[str, LedgerEntry] | None = None) -> Scan:
+    """Every supported document under `root`, hashed, sorted by doc_id.
+
+    A file whose size and mtime match its ledger entry keeps the recorded hash without being
+    read (the fast path); any other file is hashed. A file that cannot be read gets an empty
+    hash, so the run tries to load it and records why it failed. Folders that cannot be listed
+    are reported, so that nothing under them is taken as deleted. Hidden files and folders and
+    editor temp files are skipped; symlinked folders are not followed.
+    """
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise NotADirectoryError(f"source folder not found: {root}")
+    known = known or {}
+    unreadable: list[str] = []
+
+    def on_error(error: OSError) -> None:
+        path = Path(error.filename or root)
+        unreadable.append("" if path == root else path.relative_to(root).as_posix())
+
+    found: list[SourceFile] = []
+    for folder, dirs, files in os.walk(root, onerror=on_error):
+        dirs[:] = sorted(d for d in dirs if not _ignored(d))
+        for name in files:
+            mime = MIME_TYPES.get(Path(name).suffix.lower())
+            if mime is None or _ignored(name):
+                continue
+            path = Path(folder, name)
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue  # vanished while listing: it is not there
+            doc_id = path.relative_to(root).as_posix()
+            mtime_us = stat.st_mtime_ns // 1000
+            entry = known.get(doc_id)
+            if entry and (entry.size, entry.mtime_us) == (stat.st_size, mtime_us):
+                content_hash = entry.content_hash
+            else:
+                try:
+                    content_hash = file_sha256(path)
+                except OSError:
+                    content_hash = ""  # unreadable: load records the reason
+            found.append(SourceFile(doc_id, str(path), stat.st_size, mtime_us, content_hash, mime))
+    return Scan(tuple(sorted(found, key=lambda f: f.doc_id)), tuple(sorted(unreadable)))
 
 
 @dataclass(frozen=True)
@@ -86,30 +111,39 @@ class Plan:
     to_index: tuple[SourceFile, ...]
     unchanged: tuple[SourceFile, ...]
     removed: tuple[str, ...]  # doc_ids in the ledger that are no longer on disk
+    kept_unseen: tuple[str, ...] = ()  # not seen, but under a folder that could not be listed
 
 
-def plan_changes(
-    files: list[SourceFile], ledger: Mapping[str, LedgerEntry], fingerprint: str
-) -> Plan:
-    """Diff the folder against the ledger by content hash.
+def _under(doc_id: str, folder: str) -> bool:
+    return folder == "" or doc_id.startswith(folder + "/")
+
+
+def plan_changes(scan: Scan, ledger: Mapping[str, LedgerEntry], fingerprint: str) -> Plan:
+    """Diff a completed scan against the ledger by content hash.
 
     A file is unchanged when its bytes, the pipeline fingerprint and a successful status all
-    match the ledger; failed documents are always tried again.
+    match the ledger; failed documents are always tried again. A ledger entry missing from
+    the scan is removed only if no unreadable folder could be hiding it.
     """
     to_index, unchanged = [], []
-    for source in files:
+    for source in scan.files:
         entry = ledger.get(source.doc_id)
         same = (
             entry is not None
+            and source.content_hash != ""
             and entry.content_hash == source.content_hash
             and entry.pipeline_fingerprint == fingerprint
             and entry.status != FAILED
         )
         (unchanged if same else to_index).append(source)
-    on_disk = {source.doc_id for source in files}
-    removed = tuple(sorted(doc_id for doc_id in ledger if doc_id not in on_disk))
-    return Plan(tuple(to_index), tuple(unchanged), removed)
+    seen = {source.doc_id for source in scan.files}
+    unseen = sorted(doc_id for doc_id in ledger if doc_id not in seen)
+    hidden = {d for d in unseen if any(_under(d, folder) for folder in scan.unreadable_dirs)}
+    removed = [d for d in unseen if d not in hidden]
+    return Plan(tuple(to_index), tuple(unchanged), tuple(removed), tuple(sorted(hidden)))
 
 
-discover_task = task(discover, name="discover", retries=2, retry_delay_seconds=[1, 5])
-plan_task = task(plan_changes, name="plan")
+discover_task = task(
+    discover, name="discover", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 5]
+)
+plan_task = task(plan_changes, name="plan", cache_policy=NO_CACHE)

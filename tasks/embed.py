@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
@@ -17,6 +18,7 @@ from prefect import task
 
 from tasks.cache_keys import EMBED_CACHE
 from tasks.records import Chunk, sha256_hex
+from tasks.store import stored_vectors
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -63,7 +65,9 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
-        encoded = self.model.tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)
+        encoded = self.model.tokenizer(
+            texts, add_special_tokens=True, truncation=False, verbose=False
+        )
         return [len(ids) for ids in encoded["input_ids"]]
 
 
@@ -83,7 +87,11 @@ class HashEmbedder:
             digest = bytes.fromhex(sha256_hex(token))
             index = int.from_bytes(digest[:4], "little") % self.dimension
             vector[index] += 1.0 if digest[4] & 1 else -1.0
-        return vector / np.linalg.norm(vector)
+        norm = np.linalg.norm(vector)
+        if norm == 0:  # signed hits cancelled out: fall back to the whole text's slot
+            vector[index] = 1.0
+            norm = 1.0
+        return vector / norm
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return (
@@ -109,12 +117,31 @@ def get_embedder(spec: str = DEFAULT_MODEL) -> Embedder:
     return SentenceTransformerEmbedder(spec)
 
 
-def embed_chunks(chunks: list[Chunk], model: str = DEFAULT_MODEL) -> np.ndarray:
-    """Vectors (float32, unit length) for the chunks' texts, in order, one row per chunk."""
+@dataclass(frozen=True)
+class EmbedResult:
+    vectors: np.ndarray  # one unit-length float32 row per chunk, in order
+    embedded: int  # distinct texts encoded by the model
+    reused: int  # chunks whose vector was already stored in the dataset
+
+
+def embed_chunks(
+    chunks: list[Chunk], model: str = DEFAULT_MODEL, reuse_from: str | None = None
+) -> EmbedResult:
+    """Vectors for the chunks' texts; texts already in dataset `reuse_from` are not re-encoded.
+
+    The dataset's fingerprint guarantees its vectors come from the same model. Identical
+    texts within the batch are encoded once.
+    """
     embedder = get_embedder(model)
+    known = stored_vectors(reuse_from, [c.text_hash for c in chunks]) if reuse_from else {}
+    reused = sum(chunk.text_hash in known for chunk in chunks)
+    todo = {c.text_hash: c.text for c in chunks if c.text_hash not in known}
+    if todo:
+        known.update(zip(todo, embedder.encode(list(todo.values())), strict=True))
     if not chunks:
-        return np.zeros((0, embedder.dimension), dtype=np.float32)
-    return embedder.encode([chunk.text for chunk in chunks])
+        return EmbedResult(np.zeros((0, embedder.dimension), dtype=np.float32), 0, 0)
+    vectors = np.stack([known[chunk.text_hash] for chunk in chunks]).astype(np.float32)
+    return EmbedResult(vectors, len(todo), reused)
 
 
 embed_task = task(

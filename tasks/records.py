@@ -23,7 +23,7 @@ class SourceFile:
     doc_id: str  # path relative to the source root, posix separators
     path: str  # absolute path on disk
     size: int
-    mtime: float  # seconds since the epoch
+    mtime_us: int  # modification time, microseconds since the epoch (exact in the ledger)
     content_hash: str  # sha256 of the file bytes
     mime_type: str
 

@@ -9,7 +9,7 @@ always says how its vectors were made.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +20,7 @@ CHUNKS_TABLE = "chunks"
 DOCUMENTS_TABLE = "documents"
 SCHEMA_VERSION = 1
 FINGERPRINT_KEY = b"doc_indexer.fingerprint"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def fingerprint(model_id: str, dimension: int, max_tokens: int, split_settings: object) -> dict:
@@ -135,7 +136,7 @@ def document_rows(
             "source_path": doc.source.path,
             "content_hash": doc.source.content_hash,
             "size": doc.source.size,
-            "mtime": datetime.fromtimestamp(doc.source.mtime, UTC),
+            "mtime": EPOCH + timedelta(microseconds=doc.source.mtime_us),
             "mime_type": doc.source.mime_type,
             "title": doc.title,
             "n_chunks": n_chunks.get(doc.doc_id, 0),

@@ -1,13 +1,17 @@
-"""Read and write the LanceDB dataset: ledger, atomic per-batch writes, upkeep and search."""
+"""Read and write the LanceDB dataset: ledger, atomic batch writes, run tags and upkeep."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import lancedb
 import numpy as np
+from filelock import FileLock, Timeout
 from prefect import task
 
 from tasks.discover import LedgerEntry
@@ -16,6 +20,7 @@ from tasks.schema import (
     CHUNKS_TABLE,
     DOCUMENTS_SCHEMA,
     DOCUMENTS_TABLE,
+    EPOCH,
     chunk_rows,
     chunks_schema,
     document_rows,
@@ -25,6 +30,12 @@ from tasks.schema import (
 )
 
 DEFAULT_INDEX_URI = str(Path(__file__).resolve().parents[1] / "data" / "index")
+
+# Scalar indexes created with the tables, before any merge keyed on them.
+KEY_INDEXES = {CHUNKS_TABLE: ("chunk_id", "doc_id", "text_hash"), DOCUMENTS_TABLE: ("doc_id",)}
+RUN_TAG_PREFIX = "run-"
+KEEP_RUN_TAGS = 10  # versions older than the oldest kept run tag are cleaned up
+MIN_VERSION_AGE = timedelta(minutes=1)  # never clean up versions a reader may just have opened
 
 
 class DatasetError(Exception):
@@ -61,6 +72,12 @@ def prepare_dataset(uri: str, fp: dict, rebuild: bool = False) -> None:
         db.create_table(CHUNKS_TABLE, schema=chunks_schema(fp))
     if DOCUMENTS_TABLE not in existing:
         db.create_table(DOCUMENTS_TABLE, schema=DOCUMENTS_SCHEMA)
+    for name, keys in KEY_INDEXES.items():
+        table = db.open_table(name)
+        indexed = {column for index in table.list_indices() for column in index.columns}
+        for key in keys:
+            if key not in indexed:
+                table.create_scalar_index(key, index_type="BTREE")
 
 
 def _describe(fp: dict | None) -> str:
@@ -84,12 +101,36 @@ def read_fingerprint(uri: str) -> dict:
 
 def read_ledger(uri: str) -> dict[str, LedgerEntry]:
     """doc_id → what the documents table records about it."""
-    table = connect(uri).open_table(DOCUMENTS_TABLE)
-    rows = table.to_arrow().select(["doc_id", "content_hash", "status", "pipeline_fingerprint"])
+    columns = ["doc_id", "content_hash", "status", "pipeline_fingerprint", "size", "mtime"]
+    rows = connect(uri).open_table(DOCUMENTS_TABLE).to_arrow().select(columns).to_pylist()
     return {
-        row["doc_id"]: LedgerEntry(row["content_hash"], row["status"], row["pipeline_fingerprint"])
-        for row in rows.to_pylist()
+        row["doc_id"]: LedgerEntry(
+            content_hash=row["content_hash"],
+            status=row["status"],
+            pipeline_fingerprint=row["pipeline_fingerprint"],
+            size=row["size"],
+            mtime_us=(row["mtime"] - EPOCH) // timedelta(microseconds=1),
+        )
+        for row in rows
     }
+
+
+def stored_vectors(uri: str, text_hashes: list[str]) -> dict[str, np.ndarray]:
+    """Vectors already in the chunks table for these text hashes (same model by fingerprint)."""
+    wanted = sorted(set(text_hashes))
+    if not wanted:
+        return {}
+    table = connect(uri).open_table(CHUNKS_TABLE)
+    found = (
+        table.search()
+        .where(sql_in("text_hash", wanted))
+        .select(["text_hash", "vector"])
+        .limit(None)
+        .to_arrow()
+    )
+    vectors = found.column("vector").combine_chunks().flatten().to_numpy()
+    vectors = vectors.reshape(found.num_rows, -1) if found.num_rows else vectors
+    return dict(zip(found.column("text_hash").to_pylist(), vectors, strict=True))
 
 
 @dataclass(frozen=True)
@@ -148,26 +189,94 @@ def delete_documents(uri: str, doc_ids: list[str]) -> int:
     return before - chunks_table.count_rows()
 
 
-def finalize_dataset(uri: str) -> int:
-    """Key indexes, a current full-text index, compaction and old-version cleanup.
+def finalize_dataset(uri: str, run_tag: str) -> int:
+    """Full-text index, compaction, old-version cleanup, and a tag on the version produced.
 
-    Returns the chunks table version a reader sees after the run.
+    Cleanup keeps every version a kept run tag points at (the newest KEEP_RUN_TAGS runs) and
+    everything younger than MIN_VERSION_AGE, so versions and data files stay bounded while the
+    last runs can still be restored. Returns the chunks table version a reader now sees.
     """
     db = connect(uri)
     chunks_table = db.open_table(CHUNKS_TABLE)
-    documents_table = db.open_table(DOCUMENTS_TABLE)
-    for table, key in (
-        (chunks_table, "chunk_id"),
-        (chunks_table, "doc_id"),
-        (documents_table, "doc_id"),
+    if chunks_table.count_rows() > 0 and not any(
+        "text" in index.columns for index in chunks_table.list_indices()
     ):
-        if not any(key in index.columns for index in table.list_indices()):
-            table.create_scalar_index(key, index_type="BTREE")
-    if chunks_table.count_rows() > 0:
-        chunks_table.create_fts_index("text", use_tantivy=False, replace=True)
-    for table in (chunks_table, documents_table):
-        table.optimize(cleanup_older_than=timedelta(minutes=10))
-    return chunks_table.version
+        chunks_table.create_fts_index("text", use_tantivy=False)
+    for name in (CHUNKS_TABLE, DOCUMENTS_TABLE):
+        table = db.open_table(name)
+        run_tags = sorted(t for t in table.tags.list() if t.startswith(RUN_TAG_PREFIX))
+        for old in run_tags[: max(0, len(run_tags) - (KEEP_RUN_TAGS - 1))]:
+            table.tags.delete(old)
+        # Compact and update indexes first, sparing everything near the oldest tag; the second
+        # pass has nothing to compact, so its cutoff, computed just before, lands right
+        # before the oldest tagged version.
+        table.optimize(cleanup_older_than=_cleanup_age(table, margin=timedelta(hours=1)))
+        table.optimize(cleanup_older_than=_cleanup_age(table, margin=timedelta(seconds=0.5)))
+        table.tags.create(run_tag, table.version)
+    return db.open_table(CHUNKS_TABLE).version
+
+
+def _cleanup_age(table, margin: timedelta) -> timedelta:
+    """Age beyond which versions can go without touching a tagged one (or a very new one)."""
+    tagged = {info["version"] for info in table.tags.list().values()}
+    stamps = [v["timestamp"] for v in table.list_versions() if v["version"] in tagged]
+    if not stamps:
+        return MIN_VERSION_AGE
+    # Version timestamps are naive; take the later reading of "now" so the margin only grows.
+    reference = max(datetime.now(), datetime.now(UTC).replace(tzinfo=None))
+    return max(MIN_VERSION_AGE, reference - min(stamps) + margin)
+
+
+def run_tags(uri: str) -> dict[str, int]:
+    """Run tag → chunks table version, oldest first."""
+    read_fingerprint(uri)
+    tags = connect(uri).open_table(CHUNKS_TABLE).tags.list()
+    return {name: tags[name]["version"] for name in sorted(tags)}
+
+
+def restore_dataset(uri: str, tag: str) -> int:
+    """Make the tagged versions of both tables the current ones (a new commit each).
+
+    Returns the new chunks table version.
+    """
+    read_fingerprint(uri)
+    db = connect(uri)
+    for name in (CHUNKS_TABLE, DOCUMENTS_TABLE):
+        table = db.open_table(name)
+        if tag not in table.tags.list():
+            known = ", ".join(sorted(table.tags.list())) or "none"
+            raise DatasetError(f"no tag {tag!r} in {uri} (run tags: {known})")
+        table.checkout(tag)
+        table.restore()
+    return db.open_table(CHUNKS_TABLE).version
+
+
+@contextmanager
+def dataset_lock(uri: str, timeout: float, logger: logging.Logger) -> Iterator[None]:
+    """Hold the dataset's ingest lock: a second run waits for the first, visibly.
+
+    Only local datasets are locked (a file beside the tables); for object-store URIs, the
+    deployment's concurrency limit keeps runs apart.
+    """
+    if "://" in uri:
+        yield
+        return
+    Path(uri).mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(Path(uri) / ".ingest.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logger.warning("another ingest run holds %s; waiting up to %.0f s", lock.lock_file, timeout)
+        try:
+            lock.acquire(timeout=timeout)
+        except Timeout:
+            raise DatasetError(
+                f"another ingest run is still writing {uri} after {timeout:.0f} s; try later"
+            ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 write_task = task(write_documents, name="write", retries=3, retry_delay_seconds=[1, 5, 15])

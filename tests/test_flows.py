@@ -177,7 +177,7 @@ def test_ingest_cli_prints_a_summary_and_exits_zero(tmp_path):
 
 def test_no_sample_chunk_exceeds_the_model_token_window():
     """Load and split the whole bundled sample with the real tokenizer: nothing is truncated."""
-    documents = load_batch(discover(SAMPLE))
+    documents = load_batch(list(discover(SAMPLE).files))
     assert all(doc.status == "indexed" for doc in documents), [
         d.error for d in documents if d.error
     ]

@@ -17,7 +17,7 @@ from .conftest import ROOT, SAMPLE, shared_path
 
 
 def load(path: Path, root: Path):
-    source = next(s for s in discover(root) if Path(s.path) == path.resolve())
+    source = next(s for s in discover(root).files if Path(s.path) == path.resolve())
     return load_document(source)
 
 
@@ -69,7 +69,7 @@ def test_plain_text_empty_and_binary_files(tmp_path):
     (tmp_path / "empty.md").write_bytes(b"")
     (tmp_path / "image.md").write_bytes(bytes(range(256)) * 8)
     (tmp_path / "paper.html").write_bytes(b"%PDF-1.4\n" + bytes(200))
-    docs = {Path(s.path).name: load_document(s) for s in discover(tmp_path)}
+    docs = {Path(s.path).name: load_document(s) for s in discover(tmp_path).files}
     assert docs["notes.txt"].status == INDEXED
     assert [b.text for b in docs["notes.txt"].blocks] == [
         "Plain notes about LanceDB.",
@@ -128,7 +128,7 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
         from tasks.load import load_document
 
         by_type = {{}}
-        for source in discover({str(small_corpus)!r}):
+        for source in discover({str(small_corpus)!r}).files:
             doc = load_document(source)
             assert doc.status == "indexed", (source.doc_id, doc.error)
             chars = sum(len(b.text) for b in doc.blocks)

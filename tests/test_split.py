@@ -15,7 +15,7 @@ def texts(text: str, config: SplitSettings) -> list[str]:
 
 
 def make_document(*blocks: Block, doc_id: str = "doc.md") -> Document:
-    source = SourceFile(doc_id, f"/x/{doc_id}", 1, 0.0, "h", "text/markdown")
+    source = SourceFile(doc_id, f"/x/{doc_id}", 1, 0, "h", "text/markdown")
     return Document(source, "Doc", tuple(blocks))
 
 

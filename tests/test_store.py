@@ -28,7 +28,9 @@ FP = fingerprint(EMBEDDER.model_id, 16, 256, SplitSettings(60, 10))
 
 
 def document(doc_id: str, *paragraphs: str, content_hash: str = "h1") -> Document:
-    source = SourceFile(doc_id, f"/corpus/{doc_id}", 10, 1.7e9, content_hash, "text/markdown")
+    source = SourceFile(
+        doc_id, f"/corpus/{doc_id}", 10, 1_700_000_000_000_000, content_hash, "text/markdown"
+    )
     return Document(source, doc_id, tuple(Block(p, "Top", 1) for p in paragraphs))
 
 

@@ -1,0 +1,102 @@
+"""Prefect caching semantics through the real flow: content keys, never stale, never lying."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+
+import lancedb
+import pytest
+
+import tasks.load as load_module
+from flows.ingest import ingest
+from tasks.schema import CHUNKS_TABLE
+from tasks.store import DatasetError, write_task
+
+pytestmark = pytest.mark.integration
+
+
+def unique_corpus(path, n=3):
+    """Markdown files with text no other test uses, so no earlier cache entry can match."""
+    path.mkdir()
+    token = uuid.uuid4().hex
+    for i in range(n):
+        body = " ".join(f"Sentence {j} of note {i} about topic {token}." for j in range(30))
+        (path / f"note{i}.md").write_text(f"# Note {i}\n\n{body}\n", "utf-8")
+    return path
+
+
+def chunk_set(uri):
+    rows = lancedb.connect(uri).open_table(CHUNKS_TABLE).to_arrow().to_pylist()
+    return sorted((r["chunk_id"], r["text_hash"]) for r in rows)
+
+
+@pytest.fixture
+def count_partitions(monkeypatch):
+    calls = []
+    real = load_module.partition
+    monkeypatch.setattr(load_module, "partition", lambda s, d: calls.append(s.doc_id) or real(s, d))
+    return calls
+
+
+def test_deleted_dataset_is_rebuilt_fully(prefect_backend, tmp_path):
+    corpus, uri = unique_corpus(tmp_path / "docs"), str(tmp_path / "index")
+    first = ingest(source_dir=str(corpus), index_uri=uri)
+    before = chunk_set(uri)
+    shutil.rmtree(uri)
+    again = ingest(source_dir=str(corpus), index_uri=uri)
+    assert again.indexed == first.indexed == 3
+    assert chunk_set(uri) == before, "cached steps, but every row really written again"
+
+
+def test_changed_splitter_settings_refuse_then_rebuild(prefect_backend, tmp_path):
+    corpus, uri = unique_corpus(tmp_path / "docs"), str(tmp_path / "index")
+    ingest(source_dir=str(corpus), index_uri=uri)
+    before = chunk_set(uri)
+    with pytest.raises(DatasetError, match="--rebuild"):
+        ingest(source_dir=str(corpus), index_uri=uri, chunk_size=300, chunk_overlap=30)
+    assert chunk_set(uri) == before, "a refused run changes nothing"
+    rebuilt = ingest(
+        source_dir=str(corpus), index_uri=uri, chunk_size=300, chunk_overlap=30, rebuild=True
+    )
+    rows = lancedb.connect(uri).open_table(CHUNKS_TABLE).to_arrow().to_pylist()
+    assert rebuilt.indexed == 3 and len(rows) > len(before)
+    assert max(len(r["text"]) for r in rows) <= 300
+
+
+def test_rerun_after_a_crash_reuses_finished_work(
+    prefect_backend, tmp_path, monkeypatch, count_partitions
+):
+    corpus, uri = unique_corpus(tmp_path / "docs"), str(tmp_path / "index")
+
+    def disk_full(*args, **kwargs):
+        raise OSError("injected: disk full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(write_task, "fn", disk_full)
+        patch.setattr(write_task, "retries", 0)
+        with pytest.raises(OSError, match="disk full"):
+            ingest(source_dir=str(corpus), index_uri=uri, batch_size=1)
+    assert count_partitions == ["note0.md"], "the crash came at the first batch's write"
+
+    count_partitions.clear()
+    summary = ingest(source_dir=str(corpus), index_uri=uri, batch_size=1)
+    assert summary.indexed == 3
+    assert count_partitions == ["note1.md", "note2.md"], "note0.md's load came from the cache"
+    assert len({doc_id for doc_id, _ in chunk_set(uri)}) > 0
+
+
+def test_edited_file_is_never_served_from_a_stale_cache(
+    prefect_backend, tmp_path, count_partitions
+):
+    corpus, uri = unique_corpus(tmp_path / "docs", n=1), str(tmp_path / "index")
+    ingest(source_dir=str(corpus), index_uri=uri)
+    (corpus / "note0.md").write_text(
+        "# Note 0\n\nCompletely new words about lighthouses.\n", "utf-8"
+    )
+    summary = ingest(source_dir=str(corpus), index_uri=uri)
+    assert summary.indexed == 1 and count_partitions == ["note0.md", "note0.md"]
+    texts = [
+        r["text"] for r in lancedb.connect(uri).open_table(CHUNKS_TABLE).to_arrow().to_pylist()
+    ]
+    assert texts == ["Note 0\n\nCompletely new words about lighthouses."]
