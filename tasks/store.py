@@ -255,14 +255,15 @@ def restore_dataset(uri: str, tag: str) -> int:
 def dataset_lock(uri: str, timeout: float, logger: logging.Logger) -> Iterator[None]:
     """Hold the dataset's ingest lock: a second run waits for the first, visibly.
 
-    Only local datasets are locked (a file beside the tables); for object-store URIs, the
-    deployment's concurrency limit keeps runs apart.
+    Only local datasets are locked (a file inside the dataset folder, next to the tables); for
+    object-store URIs, the deployment's concurrency limit keeps runs apart.
     """
-    if "://" in uri:
+    local = uri.removeprefix("file://")
+    if "://" in local:
         yield
         return
-    Path(uri).mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(Path(uri) / ".ingest.lock"))
+    Path(local).mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(Path(local) / ".ingest.lock"))
     try:
         lock.acquire(timeout=0)
     except Timeout:

@@ -1,0 +1,1 @@
+"""Prefect deployments of the doc-indexer flows."""
