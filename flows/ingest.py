@@ -6,7 +6,9 @@ discover → plan (diff against the ledger) → for each batch of files: load �
 write (one commit per batch) → delete vanished documents → finalize (indexes, compaction).
 
 Exit status: 0 when every file ended indexed, empty or unchanged; 2 when the run completed but
-some files failed (listed in the summary); 1 when the run itself failed.
+some files failed (listed in the summary with their reasons); 1 when the run itself failed.
+The Prefect flow run says the same: Completed with the message "N file(s) failed" or "no file
+failed", or Failed.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 from prefect import flow, get_run_logger
+from prefect.states import Completed
 
-from tasks.discover import discover_task, plan_task
+from tasks.discover import DEFAULT_EXCLUDE, DiscoverSettings, discover_task, plan_task
 from tasks.embed import DEFAULT_MODEL, EmbedResult, embed_task, get_embedder
-from tasks.load import load_task
-from tasks.records import EMPTY, FAILED, INDEXED, Document
+from tasks.load import LoadSettings, load_task
+from tasks.records import EMPTY, FAILED, INDEXED, Document, SourceFile
 from tasks.schema import fingerprint, fingerprint_id
 from tasks.split import SplitResult, SplitSettings, split_task
 from tasks.store import (
@@ -36,6 +40,7 @@ from tasks.store import (
     finalize_task,
     prepare_dataset,
     read_ledger,
+    write_documents,
     write_task,
 )
 
@@ -50,6 +55,7 @@ class IngestSummary:
     indexed: int = 0
     empty: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, reason: message)
+    empties: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, reason: message)
     removed: int = 0
     kept_unseen: int = 0  # not seen, but under a folder that could not be listed
     chunks_written: int = 0
@@ -64,13 +70,15 @@ class IngestSummary:
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
-    def add_batch(
-        self, documents: list[Document], splits: list[SplitResult], embedded: EmbedResult
-    ) -> None:
-        """Count what one batch did."""
+    def add_documents(self, documents: list[Document]) -> None:
+        """Count the outcome of a batch's documents."""
         self.failed += [(d.doc_id, d.error or "unknown") for d in documents if d.status == FAILED]
         self.indexed += sum(doc.status == INDEXED for doc in documents)
         self.empty += sum(doc.status == EMPTY for doc in documents)
+        self.empties += [(d.doc_id, d.error or "") for d in documents if d.status == EMPTY]
+
+    def add_chunks(self, splits: list[SplitResult], embedded: EmbedResult) -> None:
+        """Count the chunks a batch wrote."""
         self.chunks_written += len(embedded.vectors)
         self.chunks_embedded += embedded.embedded
         self.chunks_reused += embedded.reused
@@ -96,7 +104,23 @@ class IngestSummary:
             f"time: {self.seconds:.1f} s ({stages}); embed {rate:.1f} chunks/s",
         ]
         lines += [f"failed: {doc_id}: {error}" for doc_id, error in self.failed]
+        lines += [f"empty: {doc_id}: {reason}" for doc_id, reason in self.empties]
         return "\n".join(lines)
+
+
+def _record_batch_failure(
+    index_uri: str, batch: Sequence[SourceFile], exc: Exception, fp: dict, logger
+) -> list[Document]:
+    """Mark a failed batch's documents failed in the ledger; their old chunks stay searchable."""
+    error = f"batch_failed: {type(exc).__name__}: {exc}"
+    failed = [
+        Document(source, Path(source.doc_id).stem, status=FAILED, error=error) for source in batch
+    ]
+    try:
+        write_documents(index_uri, failed, [], np.zeros((0, fp["dimension"]), np.float32), fp)
+    except Exception as ledger_exc:  # noqa: BLE001 - the next run retries these files anyway
+        logger.error("could not record the failed batch in the ledger: %s", ledger_exc)
+    return failed
 
 
 @contextmanager
@@ -118,16 +142,26 @@ def ingest(
     chunk_overlap: int = SplitSettings.chunk_overlap,
     rebuild: bool = False,
     lock_timeout: float = 3600.0,
+    max_file_mb: float = LoadSettings.max_file_bytes / 2**20,
+    parse_timeout: float = LoadSettings.parse_timeout,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
 ) -> IngestSummary:
     """Index new and changed documents under `source_dir`, drop vanished ones.
 
     Runs on one dataset never overlap: a second run waits up to `lock_timeout` seconds.
+    Files larger than `max_file_mb` or parsing longer than `parse_timeout` seconds fail with
+    that reason; `include` globs restrict the files (paths relative to `source_dir`), `exclude`
+    globs add to the default exclusions (hidden files and folders, editor temp files).
+    The run ends Completed even when some files failed; its state message says how many.
     """
     logger = get_run_logger()
     started = time.perf_counter()
     summary = IngestSummary(index_uri=index_uri)
     stages = summary.stage_seconds
     settings = SplitSettings(chunk_size, chunk_overlap)
+    load_settings = LoadSettings(int(max_file_mb * 2**20), parse_timeout)
+    scan_settings = DiscoverSettings(tuple(include or ()), DEFAULT_EXCLUDE + tuple(exclude or ()))
 
     with _timed(stages, "model"):
         embedder = get_embedder(model)
@@ -138,7 +172,7 @@ def ingest(
         prepare_dataset(index_uri, fp, rebuild)
         with _timed(stages, "discover"):
             ledger = read_ledger(index_uri)
-            scan = discover_task(source_dir, ledger)
+            scan = discover_task(source_dir, ledger, scan_settings)
             plan = plan_task(scan, ledger, fingerprint_id(fp))
         summary.files_seen, summary.unchanged = len(scan.files), len(plan.unchanged)
         summary.kept_unseen = len(plan.kept_unseen)
@@ -155,19 +189,26 @@ def ingest(
         batches = [plan.to_index[i : i + step] for i in range(0, len(plan.to_index), step)]
         for number, batch in enumerate(batches, start=1):
             label = f"[batch {number}/{len(batches)}]"
-            with _timed(stages, "load"):
-                documents = load_task.with_options(task_run_name=f"load{label}")(list(batch))
-            with _timed(stages, "split"):
-                split_run = split_task.with_options(task_run_name=f"split{label}")
-                splits = split_run(documents, settings, model)
-            chunks = [chunk for result in splits for chunk in result.chunks]
-            with _timed(stages, "embed"):
-                embed_run = embed_task.with_options(task_run_name=f"embed{label}")
-                embedded = embed_run(chunks, model, index_uri)
-            with _timed(stages, "write"):
-                write_run = write_task.with_options(task_run_name=f"write{label}")
-                write_run(index_uri, documents, chunks, embedded.vectors, fp)
-            summary.add_batch(documents, splits, embedded)
+            try:
+                with _timed(stages, "load"):
+                    load_run = load_task.with_options(task_run_name=f"load{label}")
+                    documents = load_run(list(batch), load_settings)
+                with _timed(stages, "split"):
+                    split_run = split_task.with_options(task_run_name=f"split{label}")
+                    splits = split_run(documents, settings, model)
+                chunks = [chunk for result in splits for chunk in result.chunks]
+                with _timed(stages, "embed"):
+                    embed_run = embed_task.with_options(task_run_name=f"embed{label}")
+                    embedded = embed_run(chunks, model, index_uri)
+                with _timed(stages, "write"):
+                    write_run = write_task.with_options(task_run_name=f"write{label}")
+                    write_run(index_uri, documents, chunks, embedded.vectors, fp)
+            except Exception as exc:  # noqa: BLE001 - the batch failed after its retries
+                logger.error("%s failed after retries: %s: %s", label, type(exc).__name__, exc)
+                summary.add_documents(_record_batch_failure(index_uri, batch, exc, fp, logger))
+                continue
+            summary.add_documents(documents)
+            summary.add_chunks(splits, embedded)
             logger.info("%s %d documents, %d chunks written", label, len(documents), len(chunks))
 
         with _timed(stages, "write"):
@@ -192,7 +233,8 @@ def ingest(
         summary.seconds,
         summary.run_tag,
     )
-    return summary
+    outcome = f"{len(summary.failed)} file(s) failed" if summary.failed else "no file failed"
+    return Completed(message=outcome, data=summary)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -223,6 +265,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="drop the dataset's tables and index everything again",
     )
+    parser.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=LoadSettings.max_file_bytes / 2**20,
+        help="larger files fail as too_large (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--parse-timeout",
+        type=float,
+        default=LoadSettings.parse_timeout,
+        help="seconds one file may take to parse; 0 = no limit, in-process (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--include", action="append", metavar="GLOB", help="only paths matching (repeatable)"
+    )
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        metavar="GLOB",
+        help="also skip file/folder names matching (repeatable); hidden and temp files always are",
+    )
     args = parser.parse_args(argv)
     if not Path(args.source_dir).is_dir():
         parser.error(f"source folder not found: {args.source_dir}")
@@ -246,9 +309,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             chunk_size=args.chunk_size,
             chunk_overlap=args.chunk_overlap,
             rebuild=args.rebuild,
+            max_file_mb=args.max_file_mb,
+            parse_timeout=args.parse_timeout,
+            include=args.include,
+            exclude=args.exclude,
         )
     except DatasetError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback
+        print(f"error: the ingest run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(summary.render())
     return 2 if summary.failed else 0

@@ -61,6 +61,6 @@ class ContentKey(CachePolicy):
         return f"{self.step}-{sha256_hex(json.dumps(payload))}"
 
 
-LOAD_CACHE = ContentKey(step="load", modules=("tasks.load", "tasks.offline"))
+LOAD_CACHE = ContentKey(step="load", modules=("tasks.load", "tasks.offline", "tasks.parse_worker"))
 SPLIT_CACHE = ContentKey(step="split", modules=("tasks.split",))
 EMBED_CACHE = ContentKey(step="embed", modules=("tasks.embed",))

@@ -6,6 +6,7 @@ import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from prefect import task
@@ -22,13 +23,30 @@ MIME_TYPES = {
     ".txt": "text/plain",
 }
 
-# Editor, OS and VCS leftovers that are never documents.
-_IGNORED_PREFIXES = (".", "~$")
-_IGNORED_SUFFIXES = ("~", ".swp", ".swo", ".tmp")
+# Names of files and folders that are never documents: hidden ones (.git/, .DS_Store),
+# Office lock files, editor backups and swap files.
+DEFAULT_EXCLUDE = (".*", "~$*", "*~", "*.swp", "*.swo", "*.tmp")
 
 
-def _ignored(name: str) -> bool:
-    return name.startswith(_IGNORED_PREFIXES) or name.endswith(_IGNORED_SUFFIXES)
+@dataclass(frozen=True)
+class DiscoverSettings:
+    """Which files a scan picks up.
+
+    `exclude` globs match the name of any file or folder on the way (a matching folder is not
+    entered); `include` globs, when given, must match the path relative to the root. Symlinked
+    folders are never entered (no loops); a symlinked file is read only if it resolves inside
+    the root, unless `follow_links_outside` is set.
+    """
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    follow_links_outside: bool = False
+
+    def excluded(self, name: str) -> bool:
+        return any(fnmatchcase(name, pattern) for pattern in self.exclude)
+
+    def included(self, doc_id: str) -> bool:
+        return not self.include or any(fnmatchcase(doc_id, p) for p in self.include)
 
 
 def file_sha256(path: str | Path) -> str:
@@ -59,14 +77,17 @@ class Scan:
     unreadable_dirs: tuple[str, ...] = field(default=())  # relative posix paths, "" = the root
 
 
-def discover(root: str | Path, known: Mapping[str, LedgerEntry] | None = None) -> Scan:
-    """Every supported document under `root`, hashed, sorted by doc_id.
+def discover(
+    root: str | Path,
+    known: Mapping[str, LedgerEntry] | None = None,
+    settings: DiscoverSettings = DiscoverSettings(),
+) -> Scan:
+    """Every supported document under `root` that the settings select, hashed, by doc_id.
 
     A file whose size and mtime match its ledger entry keeps the recorded hash without being
     read (the fast path); any other file is hashed. A file that cannot be read gets an empty
     hash, so the run tries to load it and records why it failed. Folders that cannot be listed
-    are reported, so that nothing under them is taken as deleted. Hidden files and folders and
-    editor temp files are skipped; symlinked folders are not followed.
+    are reported, so that nothing under them is taken as deleted.
     """
     root = Path(root).resolve()
     if not root.is_dir():
@@ -80,17 +101,20 @@ def discover(root: str | Path, known: Mapping[str, LedgerEntry] | None = None) -
 
     found: list[SourceFile] = []
     for folder, dirs, files in os.walk(root, onerror=on_error):
-        dirs[:] = sorted(d for d in dirs if not _ignored(d))
+        dirs[:] = sorted(d for d in dirs if not settings.excluded(d))
         for name in files:
             mime = MIME_TYPES.get(Path(name).suffix.lower())
-            if mime is None or _ignored(name):
-                continue
             path = Path(folder, name)
+            doc_id = path.relative_to(root).as_posix()
+            if mime is None or settings.excluded(name) or not settings.included(doc_id):
+                continue
+            if path.is_symlink() and not settings.follow_links_outside:
+                if not path.resolve().is_relative_to(root):
+                    continue
             try:
                 stat = path.stat()
             except FileNotFoundError:
-                continue  # vanished while listing: it is not there
-            doc_id = path.relative_to(root).as_posix()
+                continue  # vanished while listing, or a dangling link: it is not there
             mtime_us = stat.st_mtime_ns // 1000
             entry = known.get(doc_id)
             if entry and (entry.size, entry.mtime_us) == (stat.st_size, mtime_us):

@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 from prefect import task
 
+from tasks import faults
 from tasks.cache_keys import EMBED_CACHE
 from tasks.records import Chunk, sha256_hex
 from tasks.store import stored_vectors
@@ -132,6 +133,8 @@ def embed_chunks(
     The dataset's fingerprint guarantees its vectors come from the same model. Identical
     texts within the batch are encoded once.
     """
+    faults.maybe_fail("embed")
+    faults.maybe_crash("embed")
     embedder = get_embedder(model)
     known = stored_vectors(reuse_from, [c.text_hash for c in chunks]) if reuse_from else {}
     reused = sum(chunk.text_hash in known for chunk in chunks)

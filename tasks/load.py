@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import codecs
 import io
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import charset_normalizer
 from prefect import task
 
-from tasks import offline
+from tasks import faults, offline
 from tasks.cache_keys import LOAD_CACHE
+from tasks.parse_worker import WORKER
 from tasks.records import EMPTY, FAILED, INDEXED, Block, Document, SourceFile, sha256_hex
 
 # Element categories that are not document text.
@@ -45,6 +46,18 @@ class LoadError(Exception):
     def __init__(self, reason: str, message: str):
         super().__init__(f"{reason}: {message}")
         self.reason = reason
+
+
+class NoText(LoadError):
+    """A readable file with no text in it: the document is empty, not failed."""
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """Limits on loading; part of the load cache key."""
+
+    max_file_bytes: int = 256 * 2**20
+    parse_timeout: float = 300.0  # seconds per file; 0 parses in-process with no time limit
 
 
 def _wide_encoding_without_bom(sample: bytes) -> str | None:
@@ -111,16 +124,56 @@ def _strip_html_chrome(html: str) -> str:
     return lxml.html.tostring(tree, encoding="unicode")
 
 
+def _has_text(elements: list) -> bool:
+    return any((element.text or "").strip() for element in elements)
+
+
+def partition_pdf_bytes(data: bytes) -> list:
+    """Elements of a PDF's text layer, with clear reasons when there is none.
+
+    An encrypted PDF is opened with the empty user password or fails as `encrypted`. When the
+    text layer yields nothing (e.g. a truncated file with a broken cross-reference table),
+    the PDF is rebuilt by qpdf and parsed once more; a PDF whose pages hold only images is
+    empty with reason `no_text_layer`.
+    """
+    import pikepdf
+    from unstructured.partition.pdf import partition_pdf
+
+    offline.check_pdf_support()
+
+    def parse(pdf_bytes: bytes) -> list:
+        return partition_pdf(file=io.BytesIO(pdf_bytes), strategy="fast", languages=["eng"])
+
+    try:
+        pdf = pikepdf.open(io.BytesIO(data))  # tries the empty password, repairs what it can
+    except pikepdf.PasswordError:
+        raise LoadError("encrypted", "the PDF needs a password (the empty one was tried)") from None
+    except pikepdf.PdfError as exc:
+        elements = parse(data)  # beyond qpdf's repair; pdfminer may still read some of it
+        if _has_text(elements):
+            return elements
+        raise LoadError("damaged_pdf", str(exc).split(": ", 1)[-1]) from None
+    with pdf:
+        elements = parse(data)
+        if _has_text(elements):
+            return elements
+        rebuilt = io.BytesIO()
+        pdf.save(rebuilt)
+        elements = parse(rebuilt.getvalue())
+        if _has_text(elements):
+            return elements
+        if any(len(page.images) for page in pdf.pages):
+            raise NoText("no_text_layer", "the pages are images with no text layer (scanned?)")
+        raise NoText("no_text", f"no text found on {len(pdf.pages)} page(s)")
+
+
 def partition(source: SourceFile, data: bytes) -> list:
     """unstructured elements of one file, by MIME type."""
     offline.install_unstructured_nlp()
     if source.mime_type == "application/pdf":
-        if not data.startswith(b"%PDF"):
+        if b"%PDF-" not in data[:1024]:
             raise LoadError("not_a_pdf", "file has a .pdf name but no PDF header")
-        offline.check_pdf_support()
-        from unstructured.partition.pdf import partition_pdf
-
-        return partition_pdf(file=io.BytesIO(data), strategy="fast", languages=["eng"])
+        return partition_pdf_bytes(data)
     if data.startswith(b"%PDF"):
         raise LoadError("not_a_text_document", "file is a PDF with a text file name")
     text = decode_text(data)
@@ -168,17 +221,34 @@ def elements_to_blocks(elements: list) -> list[Block]:
     return blocks
 
 
+def warm_up() -> None:
+    """Import every partitioner and load the spaCy model now rather than on the first file."""
+    import unstructured.partition.html  # noqa: F401
+    import unstructured.partition.md  # noqa: F401
+    import unstructured.partition.text  # noqa: F401
+
+    offline.install_unstructured_nlp()
+    offline.bundled_spacy_model()
+    offline.check_pdf_support()
+
+
 def load_document(source: SourceFile) -> Document:
     """Read and partition one file; a file that cannot be loaded becomes a failed document."""
     title = Path(source.doc_id).stem
     try:
         data = Path(source.path).read_bytes()
+    except FileNotFoundError:
+        return Document(source, title, status=FAILED, error="vanished: deleted after discovery")
     except OSError as exc:
         return Document(source, title, status=FAILED, error=f"unreadable: {exc}")
+    if not data:
+        return Document(source, title, status=EMPTY, error="empty_file: the file has no bytes")
     if sha256_hex(data) != source.content_hash:  # changed since discovery: index what we read
         source = replace(source, size=len(data), content_hash=sha256_hex(data))
     try:
         blocks = elements_to_blocks(partition(source, data))
+    except NoText as exc:
+        return Document(source, title, status=EMPTY, error=str(exc))
     except LoadError as exc:
         return Document(source, title, status=FAILED, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - any parser failure is this file's failure
@@ -191,9 +261,28 @@ def load_document(source: SourceFile) -> Document:
     return Document(source, first_heading or title, tuple(blocks), status=INDEXED)
 
 
-def load_batch(sources: list[SourceFile]) -> list[Document]:
-    """Load a batch of files; failures are recorded per document, never raised."""
-    return [load_document(source) for source in sources]
+def load_batch(
+    sources: list[SourceFile], settings: LoadSettings = LoadSettings()
+) -> list[Document]:
+    """Load a batch of files; failures are recorded per document, never raised.
+
+    Files over the size limit are not read. With a parse timeout, each file is parsed in the
+    worker process (tasks/parse_worker.py), which is replaced if a file overruns it.
+    """
+    faults.maybe_fail("load")
+    documents = []
+    for source in sources:
+        faults.maybe_crash("load")
+        title = Path(source.doc_id).stem
+        if source.size > settings.max_file_bytes:
+            limit = settings.max_file_bytes / 2**20
+            error = f"too_large: {source.size / 2**20:.1f} MiB is over the {limit:g} MiB limit"
+            documents.append(Document(source, title, status=FAILED, error=error))
+        elif settings.parse_timeout:
+            documents.append(WORKER.load(source, settings.parse_timeout, title))
+        else:
+            documents.append(load_document(source))
+    return documents
 
 
 load_task = task(

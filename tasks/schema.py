@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pyarrow as pa
 
-from tasks.records import Chunk, Document, sha256_hex
+from tasks.records import FAILED, Chunk, Document, sha256_hex
 
 CHUNKS_TABLE = "chunks"
 DOCUMENTS_TABLE = "documents"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FINGERPRINT_KEY = b"doc_indexer.fingerprint"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -76,6 +76,7 @@ DOCUMENTS_SCHEMA = pa.schema(
         pa.field("n_chunks", pa.int32()),
         pa.field("status", pa.string()),
         pa.field("error", pa.string()),
+        pa.field("attempts", pa.int32()),  # consecutive failed attempts; 0 once indexed or empty
         pa.field("pipeline_fingerprint", pa.string()),
         pa.field("indexed_at", pa.timestamp("us", tz="UTC")),
     ]
@@ -126,9 +127,13 @@ def chunk_rows(
 
 
 def document_rows(
-    documents: list[Document], n_chunks: dict[str, int], fp: dict, at: datetime
+    documents: list[Document],
+    n_chunks: dict[str, int],
+    attempts: dict[str, int],
+    fp: dict,
+    at: datetime,
 ) -> pa.Table:
-    """Arrow rows for the documents ledger."""
+    """Arrow rows for the documents ledger; `attempts` holds the previous failure counts."""
     fp_id = fingerprint_id(fp)
     rows = [
         {
@@ -142,6 +147,7 @@ def document_rows(
             "n_chunks": n_chunks.get(doc.doc_id, 0),
             "status": doc.status,
             "error": doc.error,
+            "attempts": attempts.get(doc.doc_id, 0) + 1 if doc.status == FAILED else 0,
             "pipeline_fingerprint": fp_id,
             "indexed_at": at,
         }

@@ -14,6 +14,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 from prefect import task
 
+from tasks import faults
 from tasks.discover import LedgerEntry
 from tasks.records import EMPTY, INDEXED, Chunk, Document
 from tasks.schema import (
@@ -150,6 +151,7 @@ def write_documents(
     re-index never removes the last good version. The ledger is written after the chunks, so
     it never claims chunks that are not in the table.
     """
+    faults.maybe_fail("write")
     db = connect(uri)
     at = now()
     chunks_table = db.open_table(CHUNKS_TABLE)
@@ -162,16 +164,25 @@ def write_documents(
             .when_not_matched_by_source_delete(sql_in("doc_id", replaced))
             .execute(chunk_rows(documents, chunks, vectors, fp, at))
         )
+    faults.maybe_crash("write")  # between the chunks commit and the ledger commit
     n_chunks: dict[str, int] = {}
     for chunk in chunks:
         n_chunks[chunk.doc_id] = n_chunks.get(chunk.doc_id, 0) + 1
     if documents:
+        ledger = db.open_table(DOCUMENTS_TABLE)
+        previous = (
+            ledger.search()
+            .where(sql_in("doc_id", [doc.doc_id for doc in documents]))
+            .select(["doc_id", "attempts"])
+            .to_arrow()
+            .to_pylist()
+        )
+        attempts = {row["doc_id"]: row["attempts"] or 0 for row in previous}
         (
-            db.open_table(DOCUMENTS_TABLE)
-            .merge_insert("doc_id")
+            ledger.merge_insert("doc_id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .execute(document_rows(documents, n_chunks, fp, at))
+            .execute(document_rows(documents, n_chunks, attempts, fp, at))
         )
     return WriteResult(len(chunks), len(documents), chunks_table.version)
 

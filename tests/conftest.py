@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -30,6 +31,15 @@ def prefect_backend(tmp_path_factory):
     with temporary_settings({PREFECT_LOCAL_STORAGE_PATH: storage}):
         with prefect_test_harness(server_startup_timeout=120):
             yield storage
+
+
+@pytest.fixture(scope="session")
+def subprocess_env(prefect_backend, tmp_path_factory) -> dict[str, str]:
+    """Environment for flow runs in child processes: the test server, a throw-away home."""
+    from prefect.settings import PREFECT_API_URL
+
+    home = tmp_path_factory.mktemp("prefect-home")
+    return {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_HOME": str(home)}
 
 
 def build_small_corpus(corpus: Path) -> Path:

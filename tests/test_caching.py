@@ -76,11 +76,11 @@ def test_rerun_after_a_crash_reuses_finished_work(
         patch.setattr(write_task, "fn", disk_full)
         patch.setattr(write_task, "retries", 0)
         with pytest.raises(OSError, match="disk full"):
-            ingest(source_dir=str(corpus), index_uri=uri, batch_size=1)
+            ingest(source_dir=str(corpus), index_uri=uri, batch_size=1, parse_timeout=0)
     assert count_partitions == ["note0.md"], "the crash came at the first batch's write"
 
     count_partitions.clear()
-    summary = ingest(source_dir=str(corpus), index_uri=uri, batch_size=1)
+    summary = ingest(source_dir=str(corpus), index_uri=uri, batch_size=1, parse_timeout=0)
     assert summary.indexed == 3
     assert count_partitions == ["note1.md", "note2.md"], "note0.md's load came from the cache"
     assert len({doc_id for doc_id, _ in chunk_set(uri)}) > 0
@@ -90,11 +90,11 @@ def test_edited_file_is_never_served_from_a_stale_cache(
     prefect_backend, tmp_path, count_partitions
 ):
     corpus, uri = unique_corpus(tmp_path / "docs", n=1), str(tmp_path / "index")
-    ingest(source_dir=str(corpus), index_uri=uri)
+    ingest(source_dir=str(corpus), index_uri=uri, parse_timeout=0)
     (corpus / "note0.md").write_text(
         "# Note 0\n\nCompletely new words about lighthouses.\n", "utf-8"
     )
-    summary = ingest(source_dir=str(corpus), index_uri=uri)
+    summary = ingest(source_dir=str(corpus), index_uri=uri, parse_timeout=0)
     assert summary.indexed == 1 and count_partitions == ["note0.md", "note0.md"]
     texts = [
         r["text"] for r in lancedb.connect(uri).open_table(CHUNKS_TABLE).to_arrow().to_pylist()

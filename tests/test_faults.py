@@ -1,0 +1,302 @@
+"""Bad input and failures: every file accounted for, nothing lost, nothing half-written."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import lancedb
+import pytest
+
+import tasks.embed as embed_module
+from flows.ingest import ingest
+from tasks.discover import DEFAULT_EXCLUDE, DiscoverSettings, discover
+from tasks.load import LoadSettings, load_batch
+from tasks.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
+
+from .conftest import ROOT, SAMPLE, shared_path
+
+pytestmark = pytest.mark.integration
+
+# (path under ../shared/corpus/nasty, expected status, expected reason)
+NASTY = [
+    ("constructed/empty.md", "empty", "empty_file"),
+    ("constructed/empty.html", "empty", "empty_file"),
+    ("constructed/empty.pdf", "empty", "empty_file"),
+    ("constructed/pdf-named.md", "failed", "not_a_text_document"),
+    ("constructed/png-image-named.md", "failed", "not_a_text_document"),
+    ("constructed/deb-archive-named.html", "failed", "too_large"),  # 9.4 MiB, limit set to 5
+    ("constructed/R-intro-truncated-half.pdf", "failed", "damaged_pdf"),
+    ("pdf/encrypted_password/aes-256.pdf", "failed", "encrypted"),
+    ("pdf/encrypted_password/rc4-128.pdf", "failed", "encrypted"),
+    ("pdf/encrypted_empty_user_password/dmca.pdf", "indexed", None),
+    ("pdf/scanned_no_text_layer/ccitt.pdf", "empty", "no_text_layer"),
+    ("pdf/scanned_no_text_layer/jbig2.pdf", "empty", "no_text_layer"),
+    ("pdf/huge_page_or_image/poster.pdf", "empty", "no_text_layer"),
+    ("pdf/blank_or_no_contents/blank.pdf", "empty", "no_text"),
+    ("pdf/broken_or_invalid/bad-direct-root.pdf", "failed", "not_a_pdf"),
+    ("pdf/broken_or_invalid/zen_of_python_corrupted.pdf", "indexed", None),
+    ("encodings/GB2312/cindychen.com.md", "indexed", None),
+    ("encodings/Big5/_ude_1.md", "indexed", None),
+    ("encodings/SHIFT_JIS/tamuyou.haun.org.md", "indexed", None),
+    ("encodings/EUC-KR/_ude_euc1.md", "indexed", None),
+    ("encodings/KOI8-R/newsru.com.md", "indexed", None),
+    ("encodings/windows-1251-russian/aif.ru.health.md", "indexed", None),
+    ("encodings/UTF-16/bom-utf-16-be.md", "indexed", None),
+    ("encodings/UTF-32BE/nobom-utf32be.md", "indexed", None),
+]
+PHRASES = {"encodings/Big5/_ude_1.md": "維基大典", "encodings/KOI8-R/newsru.com.md": "Новости"}
+
+
+def rows(uri: str, table: str = CHUNKS_TABLE) -> list[dict]:
+    return lancedb.connect(uri).open_table(table).to_arrow().to_pylist()
+
+
+def chunk_set(uri: str) -> list[tuple[str, str]]:
+    return sorted((r["chunk_id"], r["text_hash"]) for r in rows(uri))
+
+
+def assert_consistent(uri: str) -> None:
+    """No duplicate chunks; every document's chunk set is complete and matches the ledger."""
+    chunk_rows = rows(uri)
+    ids = [r["chunk_id"] for r in chunk_rows]
+    assert len(ids) == len(set(ids)), "duplicate chunks"
+    ledger = {r["doc_id"]: r for r in rows(uri, DOCUMENTS_TABLE)}
+    by_doc: dict[str, list[dict]] = {}
+    for row in chunk_rows:
+        by_doc.setdefault(row["doc_id"], []).append(row)
+    for doc_id, doc_rows in by_doc.items():
+        assert {r["chunk_count"] for r in doc_rows} == {len(doc_rows)}, doc_id
+        assert ledger[doc_id]["n_chunks"] == len(doc_rows), doc_id
+
+
+def small_docs(path: Path, n: int = 4) -> Path:
+    """Markdown files with unique text (no cache entry from other tests can match)."""
+    path.mkdir(parents=True)
+    token = uuid.uuid4().hex[:12]
+    for i in range(n):
+        body = "\n\n".join(f"Paragraph {j} of file {i}, marker {token}. " * 6 for j in range(6))
+        (path / f"doc{i}.md").write_text(f"# File {i}\n\n{body}\n", "utf-8")
+    return path
+
+
+def test_nasty_files_each_end_indexed_empty_or_failed_with_a_reason(prefect_backend, tmp_path):
+    corpus = tmp_path / "nasty"
+    for relative, _, _ in NASTY:
+        target = corpus / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shared_path("corpus", "nasty", relative), target)
+    uri = str(tmp_path / "index")
+    state = ingest(source_dir=str(corpus), index_uri=uri, max_file_mb=5, return_state=True)
+    summary = state.result()
+    ledger = {r["doc_id"]: r for r in rows(uri, DOCUMENTS_TABLE)}
+    assert set(ledger) == {relative for relative, _, _ in NASTY}, "every file is in the ledger"
+    for relative, status, reason in NASTY:
+        entry = ledger[relative]
+        assert entry["status"] == status, (relative, entry["error"])
+        if reason:
+            assert entry["error"].startswith(reason + ":"), (relative, entry["error"])
+    n_failed = sum(status == "failed" for _, status, _ in NASTY)
+    assert len(summary.failed) == n_failed and state.message == f"{n_failed} file(s) failed"
+    for relative, phrase in PHRASES.items():
+        assert any(phrase in r["text"] for r in rows(uri) if r["doc_id"] == relative), relative
+    assert_consistent(uri)
+
+
+def test_filesystem_edge_cases(tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "docs").mkdir(parents=True)
+    outside.mkdir()
+    (root / "docs" / "a.md").write_text("a", "utf-8")
+    (outside / "secret.md").write_text("s", "utf-8")
+    (root / "docs" / "loop").symlink_to(root, target_is_directory=True)  # a symlink loop
+    (root / "docs" / "inside-link.md").symlink_to(root / "docs" / "a.md")
+    (root / "docs" / "outside-link.md").symlink_to(outside / "secret.md")
+    (root / "docs" / "dangling.md").symlink_to(tmp_path / "nowhere.md")
+    for name in (".hidden.md", "~$lock.md", "notes.md~", "x.md.swp", ".DS_Store"):
+        (root / "docs" / name).write_text("x", "utf-8")
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD.md").write_text("x", "utf-8")
+    (root / "drafts").mkdir()
+    (root / "drafts" / "wip.md").write_text("x", "utf-8")
+
+    found = [f.doc_id for f in discover(root).files]
+    assert found == ["docs/a.md", "docs/inside-link.md", "drafts/wip.md"]
+    following = DiscoverSettings(follow_links_outside=True)
+    assert "docs/outside-link.md" in [f.doc_id for f in discover(root, None, following).files]
+    narrowed = DiscoverSettings(include=("docs/*",), exclude=(*DEFAULT_EXCLUDE, "drafts"))
+    assert [f.doc_id for f in discover(root, None, narrowed).files] == [
+        "docs/a.md",
+        "docs/inside-link.md",
+    ]
+
+
+def test_vanished_oversized_and_slow_files_fail_alone(tmp_path):
+    (tmp_path / "gone.md").write_text("# Gone\n\nSoon deleted.", "utf-8")
+    (tmp_path / "big.md").write_text("# Big\n\n" + "word " * 100_000, "utf-8")
+    shutil.copyfile(SAMPLE / "r-manuals" / "R-data.pdf", tmp_path / "slow.pdf")
+    (tmp_path / "fine.md").write_text("# Fine\n\nStill indexed.", "utf-8")
+    sources = {f.doc_id: f for f in discover(tmp_path).files}
+    (tmp_path / "gone.md").unlink()
+    order = ["gone.md", "big.md", "slow.pdf", "fine.md"]
+    settings = LoadSettings(max_file_bytes=400_000, parse_timeout=0.5)
+    docs = {d.doc_id: d for d in load_batch([sources[name] for name in order], settings)}
+    assert docs["gone.md"].error.startswith("vanished:")
+    assert docs["big.md"].error.startswith("too_large:")
+    assert docs["slow.pdf"].error.startswith("parse_timeout:")
+    assert docs["fine.md"].status == "indexed", "a fresh parser process took over"
+
+
+def test_thirty_percent_injected_failures_still_give_the_clean_table(
+    prefect_backend, tmp_path, monkeypatch
+):
+    corpus = small_docs(tmp_path / "docs", n=6)
+    monkeypatch.setenv("DOC_INDEXER_FAULTS", "load=0.3,embed=0.3,write=0.3")
+    faulty = ingest(source_dir=str(corpus), index_uri=str(tmp_path / "faulty"), batch_size=2)
+    monkeypatch.delenv("DOC_INDEXER_FAULTS")
+    clean = ingest(source_dir=str(corpus), index_uri=str(tmp_path / "clean"), batch_size=2)
+    assert faulty.failed == [] and faulty.indexed == clean.indexed == 6
+    assert chunk_set(str(tmp_path / "faulty")) == chunk_set(str(tmp_path / "clean"))
+
+
+def test_a_batch_that_keeps_failing_marks_only_its_documents(
+    prefect_backend, tmp_path, monkeypatch
+):
+    corpus = small_docs(tmp_path / "docs", n=4)
+    uri = str(tmp_path / "index")
+    real_get = embed_module.get_embedder
+
+    class Broken:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def encode(self, texts):
+            if any("File 2" in t for t in texts):
+                raise RuntimeError("model server unavailable")
+            return self.inner.encode(texts)
+
+    monkeypatch.setattr(
+        embed_module, "get_embedder", lambda spec="all-MiniLM-L6-v2": Broken(real_get(spec))
+    )
+    monkeypatch.setattr(embed_module.embed_task, "retries", 0)
+    state = ingest(source_dir=str(corpus), index_uri=uri, batch_size=2, return_state=True)
+    summary = state.result()
+    assert state.is_completed() and state.message == "2 file(s) failed"
+    assert sorted(d for d, _ in summary.failed) == ["doc2.md", "doc3.md"]
+    ledger = {r["doc_id"]: r for r in rows(uri, DOCUMENTS_TABLE)}
+    assert [ledger[d]["status"] for d in sorted(ledger)] == [
+        "indexed",
+        "indexed",
+        "failed",
+        "failed",
+    ]
+    assert ledger["doc2.md"]["attempts"] == 1 and ledger["doc2.md"]["error"].startswith(
+        "batch_failed:"
+    )
+
+    monkeypatch.setattr(embed_module, "get_embedder", real_get)
+    again = ingest(source_dir=str(corpus), index_uri=uri, batch_size=2)
+    assert (again.indexed, again.unchanged, again.failed) == (2, 2, [])
+    assert {r["attempts"] for r in rows(uri, DOCUMENTS_TABLE)} == {0}
+    assert_consistent(uri)
+
+
+def run_ingest(corpus: Path, uri: str, env: dict[str, str], **extra_env: str):
+    return subprocess.run(
+        [sys.executable, "-m", "flows.ingest", str(corpus), "--index", uri, "--model", "hash",
+         "--batch-size", "1", "--parse-timeout", "0"],
+        cwd=ROOT, env={**env, **extra_env}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("point", ["load:2", "embed:2", "write:2"])
+def test_sigkill_at_any_point_then_rerun_equals_a_clean_run(subprocess_env, tmp_path, point):
+    corpus = small_docs(tmp_path / "docs", n=3)
+    clean_uri, uri = str(tmp_path / "clean"), str(tmp_path / "index")
+    # The crash comes first: a step served from Prefect's cache would not reach its crash point.
+    crashed = run_ingest(corpus, uri, subprocess_env, DOC_INDEXER_CRASH=point)
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+    rerun = run_ingest(corpus, uri, subprocess_env)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert run_ingest(corpus, clean_uri, subprocess_env).returncode == 0
+    assert chunk_set(uri) == chunk_set(clean_uri)
+    assert_consistent(uri)
+    assert {r["status"] for r in rows(uri, DOCUMENTS_TABLE)} == {"indexed"}
+
+
+def test_two_runs_at_once_serialise_and_leave_the_clean_table(subprocess_env, tmp_path):
+    corpus = small_docs(tmp_path / "docs", n=4)
+    uri, clean_uri = str(tmp_path / "index"), str(tmp_path / "clean")
+    args = [sys.executable, "-m", "flows.ingest", str(corpus), "--index", uri, "--model", "hash"]
+    runs = [
+        subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=subprocess_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=600) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err[-1500:] for _, err in outputs]
+    assert run_ingest(corpus, clean_uri, subprocess_env).returncode == 0
+    assert chunk_set(uri) == chunk_set(clean_uri)
+    assert_consistent(uri)
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from flows.ingest import ingest
+
+corpus, uri, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+for n in range(rounds):
+    for i, path in enumerate(sorted(corpus.glob("*.md"))):
+        paragraphs = (n + i) % 5 + 1  # every round changes every document's chunk count
+        body = "\\n\\n".join(f"Round {n}, part {p} of {path.stem}. " * 8 for p in range(paragraphs))
+        path.write_text(f"# {path.stem}\\n\\n{body}\\n", "utf-8")
+    ingest(source_dir=str(corpus), index_uri=uri, model="hash", chunk_size=200, chunk_overlap=20,
+           parse_timeout=0)
+print("WRITER-DONE")
+"""
+
+
+def test_readers_never_see_a_partial_document(subprocess_env, tmp_path):
+    corpus = small_docs(tmp_path / "docs", n=4)
+    uri = str(tmp_path / "index")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(corpus), uri, "6"],
+        cwd=ROOT, env=subprocess_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    checked = versions = 0
+    seen_versions = set()
+    try:
+        while writer.poll() is None:
+            db = lancedb.connect(uri)
+            if CHUNKS_TABLE not in db.table_names():
+                time.sleep(0.05)  # the writer has not created it yet
+                continue
+            table = db.open_table(CHUNKS_TABLE)
+            snapshot = table.to_arrow().select(["doc_id", "chunk_count"]).to_pylist()
+            counts: dict[str, list[int]] = {}
+            for row in snapshot:
+                counts.setdefault(row["doc_id"], []).append(row["chunk_count"])
+            for doc_id, doc_counts in counts.items():
+                assert set(doc_counts) == {len(doc_counts)}, (doc_id, doc_counts)
+            checked += 1
+            seen_versions.add(table.version)
+    finally:
+        out, err = writer.communicate(timeout=600)
+    assert "WRITER-DONE" in out, err[-2000:]
+    versions = len(seen_versions)
+    print(f"\nreader checked {checked} snapshots across {versions} table versions")
+    assert checked > 20 and versions > 3
