@@ -64,9 +64,11 @@ def test_changed_splitter_settings_refuse_then_rebuild(prefect_backend, tmp_path
     assert max(len(r["text"]) for r in rows) <= 300
 
 
-def test_rerun_after_a_crash_reuses_finished_work(
+def test_rerun_after_failed_writes_reuses_finished_work(
     prefect_backend, tmp_path, monkeypatch, count_partitions
 ):
+    """Every write fails (after retries): the run records the files failed; the next run
+    writes them all without parsing or embedding anything again."""
     corpus, uri = unique_corpus(tmp_path / "docs"), str(tmp_path / "index")
 
     def disk_full(*args, **kwargs):
@@ -75,15 +77,20 @@ def test_rerun_after_a_crash_reuses_finished_work(
     with monkeypatch.context() as patch:
         patch.setattr(write_task, "fn", disk_full)
         patch.setattr(write_task, "retries", 0)
-        with pytest.raises(OSError, match="disk full"):
-            ingest(source_dir=str(corpus), index_uri=uri, batch_size=1, parse_timeout=0)
-    assert count_partitions == ["note0.md"], "the crash came at the first batch's write"
+        failed = ingest(source_dir=str(corpus), index_uri=uri, batch_size=1, parse_timeout=0)
+    assert [reason.split(":")[0] for _, reason in failed.failed] == ["batch_failed"] * 3
+    assert count_partitions == ["note0.md", "note1.md", "note2.md"]
+    assert chunk_set(uri) == []
 
     count_partitions.clear()
     summary = ingest(source_dir=str(corpus), index_uri=uri, batch_size=1, parse_timeout=0)
-    assert summary.indexed == 3
-    assert count_partitions == ["note1.md", "note2.md"], "note0.md's load came from the cache"
-    assert len({doc_id for doc_id, _ in chunk_set(uri)}) > 0
+    assert summary.indexed == 3 and summary.failed == []
+    assert count_partitions == [], "every load came from the cache"
+    assert {chunk_id.split(":")[0] for chunk_id, _ in chunk_set(uri)} == {
+        "note0.md",
+        "note1.md",
+        "note2.md",
+    }
 
 
 def test_edited_file_is_never_served_from_a_stale_cache(
