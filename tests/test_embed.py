@@ -46,3 +46,24 @@ def test_token_counts_use_the_models_tokenizer():
     assert long == 302
     with pytest.raises(ValueError):
         get_embedder("hash:notanumber")
+
+
+@pytest.mark.parametrize(("spec", "min_cosine"), [("onnx", 0.999), ("onnx-int8", 0.98)])
+def test_onnx_backends_agree_with_torch(spec, min_cosine):
+    texts = [
+        "Ownership is a set of rules that govern how a Rust program manages memory.",
+        "A virtual environment is a self-contained directory tree.",
+        "这是一个测试句子。",
+        "short",
+        "",
+    ]
+    reference = get_embedder().encode(texts)
+    onnx = get_embedder(f"{spec}:all-MiniLM-L6-v2")
+    vectors = onnx.encode(texts)
+    assert vectors.shape == (5, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    # Sentences; a one-word or empty text (only [CLS] [SEP]) drifts most under int8 (~0.975).
+    assert (vectors[:3] * reference[:3]).sum(axis=1).min() >= min_cosine
+    assert onnx.count_tokens(texts) == get_embedder().count_tokens(texts)
+    assert onnx.model_id.startswith(DEFAULT_MODEL_ID + "+onnx-")
+    assert model_spec_for(onnx.model_id) == f"{spec}:all-MiniLM-L6-v2"
