@@ -15,6 +15,7 @@ from filelock import FileLock, Timeout
 from prefect import task
 
 from tasks import faults
+from tasks.ann import refresh_vector_index
 from tasks.discover import LedgerEntry
 from tasks.records import EMPTY, INDEXED, Chunk, Document
 from tasks.schema import (
@@ -213,6 +214,7 @@ def finalize_dataset(uri: str, run_tag: str) -> int:
         "text" in index.columns for index in chunks_table.list_indices()
     ):
         chunks_table.create_fts_index("text", use_tantivy=False)
+    refresh_vector_index(chunks_table)  # an ANN index once the table is big enough
     for name in (CHUNKS_TABLE, DOCUMENTS_TABLE):
         table = db.open_table(name)
         run_tags = sorted(t for t in table.tags.list() if t.startswith(RUN_TAG_PREFIX))

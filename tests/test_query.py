@@ -1,0 +1,456 @@
+"""Search modes, filters, output, batch mode and index info of the query flow.
+
+Unit tests run on synthetic rows with the hash embedder; the integration tests ingest a tiny
+corpus with the real model and go through the real flow and command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from fnmatch import fnmatchcase
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from flows.ingest import ingest
+from flows.query import main, query
+from tasks.ann import refresh_vector_index, vector_index
+from tasks.embed import HashEmbedder
+from tasks.records import Block, Document, SourceFile
+from tasks.schema import CHUNKS_TABLE, chunks_schema, fingerprint
+from tasks.search import (
+    MODES,
+    TYPES,
+    Hit,
+    Searcher,
+    SearchParams,
+    best_per_doc,
+    rrf,
+    search_vector,
+    snippet,
+)
+from tasks.split import SplitSettings, split_document
+from tasks.store import finalize_dataset, prepare_dataset, write_documents
+
+from .conftest import ROOT
+
+EMBEDDER = HashEmbedder(16)
+FP = fingerprint("hash:16", 16, 256, SplitSettings(200, 20))
+DAY0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def document(doc_id: str, blocks: list[tuple[str, str]], day: int = 0) -> Document:
+    """A document of (section, text) blocks, modified `day` days after DAY0."""
+    mime = TYPES[doc_id.rsplit(".", 1)[1]]
+    mtime_us = int((DAY0 + timedelta(days=day)).timestamp() * 1_000_000)
+    source = SourceFile(doc_id, f"/corpus/{doc_id}", 10, mtime_us, f"h-{doc_id}", mime)
+    return Document(source, doc_id, tuple(Block(text, section, 1) for section, text in blocks))
+
+
+def build_index(uri: str, documents: list[Document]) -> None:
+    """Write the documents with the hash embedder and run the ingest flow's upkeep step."""
+    prepare_dataset(uri, FP)
+    chunks = [c for d in documents for c in split_document(d, SplitSettings(200, 20)).chunks]
+    write_documents(uri, documents, chunks, EMBEDDER.encode([c.text for c in chunks]), FP)
+    finalize_dataset(uri, "run-test")
+
+
+# Every filter gets quotes, backslashes, LIKE wildcards, SQL comments and non-ASCII.
+AWKWARD_IDS = [
+    "it's.md",
+    "100%_done.html",
+    "back\\slash.pdf",
+    "' OR 1=1 --.txt",
+    "中文 文档.md",
+    "plain.md",
+    "Ärger/ümlaut.html",
+]
+AWKWARD_SECTIONS = [
+    "It's > Quotes",
+    "100% > _under_",
+    "Back\\slash",
+    "' OR 1=1 --",
+    "中文 > 章节",
+    "Plain",
+    "ÄRGER > Straße Σ",
+]
+AWKWARD_DOCS = [
+    document(
+        doc_id,
+        [
+            (AWKWARD_SECTIONS[i], f"common words of {doc_id}"),
+            (AWKWARD_SECTIONS[(i + 1) % 7], f"common text in {doc_id}"),
+        ],
+        day=10 * i,
+    )
+    for i, doc_id in enumerate(AWKWARD_IDS)
+]
+ALPHABET = "*?%_'\\ -=.ab中Äß"
+DAYS = [DAY0 + timedelta(days=d) for d in (-1, 0, 5, 10, 25, 30, 60, 61, 100)]
+
+
+@pytest.fixture(scope="module")
+def awkward(tmp_path_factory):
+    uri = str(tmp_path_factory.mktemp("awkward") / "index")
+    build_index(uri, AWKWARD_DOCS)
+    rows = lancedb.connect(uri).open_table(CHUNKS_TABLE).to_arrow().to_pylist()
+    return Searcher(uri), rows
+
+
+def python_side(rows: list[dict], params: SearchParams) -> set[str]:
+    """The chunk ids that the filters in `params` keep, decided in plain Python."""
+    mtime = {d.doc_id: datetime.fromtimestamp(d.source.mtime_us / 1e6, UTC) for d in AWKWARD_DOCS}
+    return {
+        row["chunk_id"]
+        for row in rows
+        if (
+            params.source is None
+            or fnmatchcase(row["doc_id"], params.source)
+            or fnmatchcase(row["source_path"], params.source)
+        )
+        and (params.type is None or row["mime_type"] == TYPES[params.type])
+        and (params.section is None or params.section.lower() in row["section"].lower())
+        and (params.since is None or mtime[row["doc_id"]] >= params.since)
+        and (params.until is None or mtime[row["doc_id"]] < params.until)
+    }
+
+
+awkward_text = st.text(alphabet=ALPHABET, max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    mode=st.sampled_from(MODES),
+    source=st.one_of(
+        st.none(),
+        st.sampled_from(["*", "*.md", "it's*", "100%_*", "*\\*", "' OR 1=1 --*", "中文*", "*/*"]),
+        awkward_text,
+    ),
+    type=st.one_of(st.none(), st.sampled_from(sorted(TYPES))),
+    section=st.one_of(
+        st.none(),
+        st.sampled_from(["it's", "100%", "_under_", "\\", "' or 1=1 --", "章节", "straße σ"]),
+        awkward_text,
+    ),
+    since=st.one_of(st.none(), st.sampled_from(DAYS)),
+    until=st.one_of(st.none(), st.sampled_from(DAYS)),
+)
+def test_filters_keep_exactly_what_a_python_filter_keeps(
+    awkward, mode, source, type, section, since, until
+):
+    assume(since is None or until is None or since < until)
+    searcher, rows = awkward
+    params = SearchParams(
+        k=100, mode=mode, source=source, type=type, section=section, since=since, until=until
+    )
+    hits = searcher.search("common", params)
+    assert {hit.chunk_id for hit in hits} == python_side(rows, params)
+
+
+@pytest.mark.parametrize("text", ["it's", "' OR 1=1 --", 'a "b', "100%_\\", "中文 文档", "(", "*"])
+def test_awkward_query_texts_search_without_errors(awkward, text):
+    searcher, _ = awkward
+    for mode in MODES:
+        assert len(searcher.search(text, SearchParams(k=3, mode=mode))) <= 3
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"k": 0}, "k must be at least 1"),
+        ({"k": 10_000}, "k must be at most"),
+        ({"mode": "' OR 1=1 --"}, "mode must be one of"),
+        ({"type": "md' OR 1=1 --"}, "type must be one of"),
+        ({"since": "' OR 1=1 --"}, "since is not a date"),
+        ({"since": "2024-02-01", "until": "2024-01-01"}, "since must be earlier"),
+        ({"min_score": float("nan")}, "min_score must be a finite number"),
+    ],
+)
+def test_invalid_options_are_refused_before_any_sql(options, message):
+    with pytest.raises(ValueError, match=message):
+        SearchParams(**options)
+
+
+def test_times_parse_as_utc_dates_or_ages():
+    assert SearchParams(since="2024-05-01").since == datetime(2024, 5, 1, tzinfo=UTC)
+    local = SearchParams(until="2024-05-01T12:00+02:00").until
+    assert local == datetime(2024, 5, 1, 10, tzinfo=UTC)
+    before = datetime.now(UTC)
+    since = SearchParams(since="7d").since
+    assert before - timedelta(days=7) <= since <= datetime.now(UTC) - timedelta(days=7)
+
+
+def test_scores_per_mode_and_min_score(awkward):
+    searcher, rows = awkward
+    vector = searcher.search("common words", SearchParams(k=100, mode="vector"))
+    query_vector = EMBEDDER.encode(["common words"])[0]
+    by_id = {row["chunk_id"]: np.dot(row["vector"], query_vector) for row in rows}
+    assert all(abs(hit.score - by_id[hit.chunk_id]) < 1e-5 for hit in vector)
+    cut = next(i for i in range(1, len(vector)) if vector[i - 1].score > vector[i].score)
+    floor = (vector[cut - 1].score + vector[cut].score) / 2
+    above = searcher.search("common words", SearchParams(k=100, mode="vector", min_score=floor))
+    assert [hit.chunk_id for hit in above] == [hit.chunk_id for hit in vector[:cut]]
+    hybrid = searcher.search("common words", SearchParams(k=100, mode="hybrid", min_score=floor))
+    assert {hit.chunk_id for hit in hybrid} <= {hit.chunk_id for hit in above}
+    assert all(0 < hit.score <= round(2 / 61, 6) for hit in hybrid)
+    fts = searcher.search("words", SearchParams(k=100, mode="fts"))
+    assert fts and all("words" in hit.text for hit in fts)
+    assert fts[0].score >= fts[-1].score > 0
+
+
+def test_rrf_adds_reciprocal_ranks():
+    a, b, c = (Hit(name, "x.md", "/x.md", "", "", None, 0, 1, 0.0, "") for name in "abc")
+    fused = rrf([[a, b, c], [c, a]], depth=10)
+    assert [hit.chunk_id for hit in fused] == ["a", "c", "b"]
+    assert fused[0].score == round(1 / 61 + 1 / 62, 6)
+
+
+def test_per_doc_fetches_more_until_k_documents_show(tmp_path):
+    uri = str(tmp_path / "index")
+    many = [(f"Part {i}", f"alpha beta gamma part {i}") for i in range(30)]
+    build_index(uri, [document("long.md", many), document("short.md", [("Top", "alpha delta")])])
+    searcher = Searcher(uri)
+    plain = searcher.search("alpha beta gamma", SearchParams(k=10, mode="vector"))
+    assert {hit.doc_id for hit in plain} == {"long.md"}
+    for mode in MODES:
+        best = searcher.search("alpha beta gamma", SearchParams(k=2, mode=mode, per_doc=True))
+        assert [hit.doc_id for hit in best] == ["long.md", "short.md"]
+    assert best_per_doc(plain) == plain[:1]
+
+
+def test_snippet_shows_the_best_matching_part():
+    text = "filler words here. " * 40 + "The zebra package installs on Linux. " + "more. " * 60
+    shown = snippet(text, "install the zebra package", width=120)
+    assert "zebra package" in shown and shown.startswith("… ") and shown.endswith(" …")
+    assert len(shown) <= 124
+    assert snippet("short text", "anything") == "short text"
+    chinese = "无关的内容。" * 60 + "软件包管理工具" + "其他内容。" * 60
+    assert "软件包管理" in snippet(chinese, "什么是软件包管理", width=60)
+
+
+def test_vector_index_keeps_recall_and_filtered_results(tmp_path):
+    uri = str(tmp_path / "index")
+    prepare_dataset(uri, FP)
+    table = lancedb.connect(uri).open_table(CHUNKS_TABLE)
+    rng = np.random.default_rng(7)
+    table.add(synthetic_rows(rng, 3000))
+    assert refresh_vector_index(table, min_rows=1000)
+    assert vector_index(table) is not None
+    assert not refresh_vector_index(table, min_rows=1000), "not retrained before doubling"
+    searcher = Searcher(uri)
+    found = 0
+    for probe in clustered(rng, 30):
+        approximate = searcher._vector(probe, None, 10)
+        exact = searcher.chunks.search(probe).distance_type("cosine").bypass_vector_index()
+        exact = exact.limit(10).to_list()
+        exact_scores = {row["chunk_id"]: 1 - row["_distance"] for row in exact}
+        shared = [hit for hit in approximate if hit.chunk_id in exact_scores]
+        found += len(shared)
+        assert all(abs(hit.score - exact_scores[hit.chunk_id]) < 1e-5 for hit in shared)
+    assert found / 300 >= 0.95
+    # A prefilter matching 3 rows still returns all 3 (the exact scan steps in if needed).
+    hits = search_vector(uri, clustered(rng, 1)[0], k=10, source_glob="doc-0007.md")
+    assert sorted(hit.chunk_index for hit in hits) == [0, 1, 2]
+    table.add(synthetic_rows(rng, 3000, start=3000))
+    assert refresh_vector_index(table, min_rows=1000), "retrained once the table doubled"
+    assert [i.name for i in table.list_indices() if "vector" in i.columns] == ["vector_ivfsq_6000"]
+
+
+def synthetic_rows(rng: np.random.Generator, n: int, start: int = 0) -> pa.Table:
+    """Rows of the chunks schema with clustered unit vectors, 3 chunks per document."""
+    vectors = clustered(rng, n)
+    return pa.Table.from_pylist(
+        [
+            {
+                "chunk_id": f"doc-{i // 3:04d}.md:chunk:{i % 3:04d}",
+                "doc_id": f"doc-{i // 3:04d}.md",
+                "source_path": f"/corpus/doc-{i // 3:04d}.md",
+                "mime_type": "text/markdown",
+                "title": "",
+                "section": "",
+                "chunk_index": i % 3,
+                "chunk_count": 3,
+                "text": f"row {i}",
+                "vector": vectors[i - start].tolist(),
+            }
+            for i in range(start, start + n)
+        ],
+        schema=chunks_schema(FP),
+    )
+
+
+_CENTRES = np.random.default_rng(0).standard_normal((40, 16)).astype(np.float32)
+
+
+def clustered(rng: np.random.Generator, n: int) -> np.ndarray:
+    points = _CENTRES[rng.integers(0, len(_CENTRES), n)] + 0.6 * rng.standard_normal((n, 16))
+    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+
+# Integration: a tiny corpus ingested with the real model, searched through the real flow.
+
+CORPUS = {
+    "guide/install.md": "# Install\n\n## Linux\n\nUse apt-get to install the zebra package on "
+    "Debian.\n\n## Windows\n\nRun the installer wizard, then reboot the machine.\n",
+    "notes/cooking.txt": "Bake the sourdough bread at 230 degrees for forty minutes.\n",
+    "web/astronomy.html": "<html><head><title>Stars</title></head><body><h1>Stars</h1>"
+    "<h2>Neutron stars</h2><p>A neutron star is the collapsed core of a massive star.</p>"
+    "</body></html>",
+    "guide/archive.md": "# Archive\n\nZebra stripes confuse the biting flies.\n",
+}
+OLD = datetime(2020, 6, 1, tzinfo=UTC)  # guide/archive.md's modification time
+
+
+@pytest.fixture(scope="module")
+def real_index(prefect_backend, tmp_path_factory):
+    root = tmp_path_factory.mktemp("query")
+    for name, text in CORPUS.items():
+        path = root / "corpus" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, "utf-8")
+    os.utime(root / "corpus" / "guide/archive.md", (OLD.timestamp(), OLD.timestamp()))
+    uri = str(root / "index")
+    summary = ingest(source_dir=str(root / "corpus"), index_uri=uri)
+    assert summary.indexed == len(CORPUS) and not summary.failed
+    return uri
+
+
+QUESTION = "How do I install the zebra package on Linux?"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", [*MODES, None])
+def test_every_mode_finds_the_answering_section(real_index, mode):
+    hits = query(text=QUESTION, index_uri=real_index, k=3, mode=mode)
+    assert hits[0].doc_id == "guide/install.md" and hits[0].section == "Install > Linux"
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+    if mode in (None, "hybrid"):  # hybrid is the default once the full-text index exists
+        assert hits[0].score <= round(2 / 61, 6)
+    elif mode == "vector":
+        assert 0.3 < hits[0].score <= 1.0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"type": "txt"}, {"notes/cooking.txt"}),
+        ({"source": "guide/*"}, {"guide/install.md", "guide/archive.md"}),
+        ({"section": "WINDOWS"}, {"guide/install.md"}),
+        ({"until": "2021-01-01"}, {"guide/archive.md"}),
+        ({"since": "2021-01-01", "type": "md"}, {"guide/install.md"}),
+        ({"source": "*.html", "section": "neutron"}, {"web/astronomy.html"}),
+    ],
+)
+def test_filters_through_the_flow(real_index, options, expected):
+    hits = query(text="zebra", index_uri=real_index, k=10, **options)
+    assert {hit.doc_id for hit in hits} == expected
+
+
+@pytest.mark.integration
+def test_per_doc_and_min_score_through_the_flow(real_index):
+    hits = query(text=QUESTION, index_uri=real_index, k=10, per_doc=True)
+    assert len(hits) == len({hit.doc_id for hit in hits}) == len(CORPUS)
+    assert query(text=QUESTION, index_uri=real_index, mode="vector", min_score=0.99) == []
+
+
+@pytest.mark.integration
+def test_cli_table_json_and_no_hits(real_index, capsys):
+    assert main([QUESTION, "--index", real_index, "-k", "2"]) == 0
+    table = capsys.readouterr().out
+    assert "mode hybrid" in table and " 1. " in table and "guide/install.md" in table
+    assert "§ Install > Linux" in table and "zebra package" in table
+
+    assert main([QUESTION, "--index", real_index, "--mode", "fts", "--json", "--per-doc"]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    fields = {"chunk_id", "doc_id", "source_path", "section", "page_number", "chunk_index"}
+    assert hits and all(fields | {"score", "text"} <= hit.keys() for hit in hits)
+
+    assert main([QUESTION, "--index", real_index, "--type", "pdf"]) == 0
+    assert capsys.readouterr().out.strip() == "no matching chunks"
+
+
+@pytest.mark.integration
+def test_cli_errors_are_one_clear_line(real_index, tmp_path, capsys):
+    assert main(["anything", "--index", str(tmp_path / "none")]) == 1
+    assert capsys.readouterr().err.strip().startswith("error: no index at")
+    assert main(["anything", "--index", real_index, "--model", "hash"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "built with model" in err and "\n" not in err
+    for bad in (["--since", "last tuesday"], ["--mode", "best"], ["-k", "0"], ["--stats"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(["anything", "--index", real_index, *bad])
+        assert exit_.value.code == 2
+    assert "cannot be combined" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_batch_mode_writes_one_line_per_query(real_index, tmp_path, capsys):
+    queries = tmp_path / "q.jsonl"
+    lines = [{"qid": "q1", "query": QUESTION}, {"qid": 2, "query": "neutron star core"}]
+    queries.write_text("\n".join(json.dumps(line) for line in lines) + "\n", "utf-8")
+    assert main(["--queries-file", str(queries), "--index", real_index, "-k", "1"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(o["qid"], o["hits"][0]["doc_id"]) for o in out] == [
+        ("q1", "guide/install.md"),
+        ("2", "web/astronomy.html"),
+    ]
+    queries.write_text('{"qid": "q1"}\n', "utf-8")
+    assert main(["--queries-file", str(queries), "--index", real_index]) == 1
+    assert "line 1" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_stats_and_sources_describe_the_index(real_index, capsys):
+    assert main(["--stats", "--json", "--index", real_index]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["documents_by_status"] == {"indexed": len(CORPUS)}
+    assert stats["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert stats["chunks"] >= len(CORPUS) and stats["size_bytes"] > 0
+    assert stats["default_mode"] == "hybrid" and stats["run_tags"]
+    assert {"FTS", "BTree"} <= {index["type"] for index in stats["indexes"]}
+    assert main(["--sources", "--json", "--index", real_index]) == 0
+    sources = json.loads(capsys.readouterr().out)
+    assert [row["doc_id"] for row in sources] == sorted(CORPUS)
+    assert all(row["status"] == "indexed" and row["n_chunks"] >= 1 for row in sources)
+    assert main(["--stats", "--index", real_index]) == 0
+    assert "default mode: hybrid" in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_info_help_and_errors_do_not_load_the_model(real_index, tmp_path):
+    script = (
+        "import sys\n"
+        "from flows.query import main\n"
+        f"main(['--stats', '--index', {real_index!r}])\n"
+        f"main(['--sources', '--index', {real_index!r}])\n"
+        f"assert main(['x', '--index', {str(tmp_path / 'none')!r}]) == 1\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = {'torch', 'sentence_transformers', 'transformers'} & set(sys.modules)\n"
+        "print('HEAVY', sorted(heavy))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "HEAVY []" in result.stdout
+
+
+@pytest.mark.integration
+def test_the_flow_can_publish_its_hits_as_an_artifact(real_index):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    query(text=QUESTION, index_uri=real_index, k=2, artifact=True)
+    with get_client(sync_client=True) as client:
+        key = ArtifactFilter(key=ArtifactFilterKey(any_=["query-hits"]))
+        artifacts = client.read_artifacts(artifact_filter=key)
+    assert artifacts and "guide/install.md" in json.dumps(artifacts[-1].data)
