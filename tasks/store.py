@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -135,16 +134,9 @@ def stored_vectors(uri: str, text_hashes: list[str]) -> dict[str, np.ndarray]:
     return dict(zip(found.column("text_hash").to_pylist(), vectors, strict=True))
 
 
-@dataclass(frozen=True)
-class WriteResult:
-    chunks_written: int
-    documents_written: int
-    version: int  # chunks table version after the write
-
-
 def write_documents(
     uri: str, documents: list[Document], chunks: list[Chunk], vectors: np.ndarray, fp: dict
-) -> WriteResult:
+) -> None:
     """Replace the chunk sets of a batch of documents in one commit, then update the ledger.
 
     Indexed and empty documents get exactly the chunks given (old chunks of those documents
@@ -185,7 +177,6 @@ def write_documents(
             .when_not_matched_insert_all()
             .execute(document_rows(documents, n_chunks, attempts, fp, at))
         )
-    return WriteResult(len(chunks), len(documents), chunks_table.version)
 
 
 def delete_documents(uri: str, doc_ids: list[str]) -> int:
