@@ -55,7 +55,6 @@ class IngestSummary:
     files_seen: int = 0
     unchanged: int = 0
     indexed: int = 0
-    empty: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, reason: message)
     empties: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, reason: message)
     removed: int = 0
@@ -72,11 +71,14 @@ class IngestSummary:
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def empty(self) -> int:
+        return len(self.empties)
+
     def add_documents(self, documents: list[Document]) -> None:
         """Count the outcome of a batch's documents."""
         self.failed += [(d.doc_id, d.error or "unknown") for d in documents if d.status == FAILED]
         self.indexed += sum(doc.status == INDEXED for doc in documents)
-        self.empty += sum(doc.status == EMPTY for doc in documents)
         self.empties += [(d.doc_id, d.error or "") for d in documents if d.status == EMPTY]
 
     def add_chunks(self, splits: list[SplitResult], embedded: EmbedResult) -> None:
@@ -89,11 +91,8 @@ class IngestSummary:
 
     def render(self) -> str:
         stages = ", ".join(f"{name} {secs:.1f}" for name, secs in self.stage_seconds.items())
-        rate = (
-            self.chunks_written / self.stage_seconds.get("embed", 0)
-            if self.stage_seconds.get("embed")
-            else 0
-        )
+        embed_seconds = self.stage_seconds.get("embed", 0)
+        rate = self.chunks_embedded / embed_seconds if embed_seconds else 0
         lines = [
             f"index: {self.index_uri} (chunks table version {self.table_version}, "
             f"tag {self.run_tag})",
