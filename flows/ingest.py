@@ -114,9 +114,7 @@ def _record_batch_failure(
 ) -> list[Document]:
     """Mark a failed batch's documents failed in the ledger; their old chunks stay searchable."""
     error = f"batch_failed: {type(exc).__name__}: {exc}"
-    failed = [
-        Document(source, Path(source.doc_id).stem, status=FAILED, error=error) for source in batch
-    ]
+    failed = [Document.failed(source, error) for source in batch]
     try:
         write_documents(index_uri, failed, [], np.zeros((0, fp["dimension"]), np.float32), fp)
     except Exception as ledger_exc:  # noqa: BLE001 - the next run retries these files anyway

@@ -19,7 +19,7 @@ from prefect import task
 from tasks import faults, offline
 from tasks.cache_keys import LOAD_CACHE
 from tasks.parse_worker import WORKER
-from tasks.records import EMPTY, FAILED, INDEXED, Block, Document, SourceFile, sha256_hex
+from tasks.records import INDEXED, Block, Document, SourceFile, file_title, sha256_hex
 
 # Element categories that are not document text.
 _SKIPPED_CATEGORIES = {"Image", "PageBreak", "Header", "Footer", "PageNumber"}
@@ -234,31 +234,29 @@ def warm_up() -> None:
 
 def load_document(source: SourceFile) -> Document:
     """Read and partition one file; a file that cannot be loaded becomes a failed document."""
-    title = Path(source.doc_id).stem
     try:
         data = Path(source.path).read_bytes()
     except FileNotFoundError:
-        return Document(source, title, status=FAILED, error="vanished: deleted after discovery")
+        return Document.failed(source, "vanished: deleted after discovery")
     except OSError as exc:
-        return Document(source, title, status=FAILED, error=f"unreadable: {exc}")
+        return Document.failed(source, f"unreadable: {exc}")
     if not data:
-        return Document(source, title, status=EMPTY, error="empty_file: the file has no bytes")
-    if sha256_hex(data) != source.content_hash:  # changed since discovery: index what we read
-        source = replace(source, size=len(data), content_hash=sha256_hex(data))
+        return Document.empty(source, "empty_file: the file has no bytes")
+    digest = sha256_hex(data)
+    if digest != source.content_hash:  # changed since discovery: index what we read
+        source = replace(source, size=len(data), content_hash=digest)
     try:
         blocks = elements_to_blocks(partition(source, data))
     except NoText as exc:
-        return Document(source, title, status=EMPTY, error=str(exc))
+        return Document.empty(source, str(exc))
     except LoadError as exc:
-        return Document(source, title, status=FAILED, error=str(exc))
+        return Document.failed(source, str(exc))
     except Exception as exc:  # noqa: BLE001 - any parser failure is this file's failure
-        return Document(
-            source, title, status=FAILED, error=f"parse_error: {type(exc).__name__}: {exc}"
-        )
+        return Document.failed(source, f"parse_error: {type(exc).__name__}: {exc}")
     if not blocks:
-        return Document(source, title, status=EMPTY, error="no_text: no text found in the file")
+        return Document.empty(source, "no_text: no text found in the file")
     first_heading = next((b.section.split(" > ")[-1] for b in blocks if b.section), None)
-    return Document(source, first_heading or title, tuple(blocks), status=INDEXED)
+    return Document(source, first_heading or file_title(source), tuple(blocks), status=INDEXED)
 
 
 def load_batch(
@@ -273,13 +271,12 @@ def load_batch(
     documents = []
     for source in sources:
         faults.maybe_crash("load")
-        title = Path(source.doc_id).stem
         if source.size > settings.max_file_bytes:
             limit = settings.max_file_bytes / 2**20
             error = f"too_large: {source.size / 2**20:.1f} MiB is over the {limit:g} MiB limit"
-            documents.append(Document(source, title, status=FAILED, error=error))
+            documents.append(Document.failed(source, error))
         elif settings.parse_timeout:
-            documents.append(WORKER.load(source, settings.parse_timeout, title))
+            documents.append(WORKER.load(source, settings.parse_timeout))
         else:
             documents.append(load_document(source))
     return documents

@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tasks.records import FAILED, Document, SourceFile
+from tasks.records import Document, SourceFile
 
 STARTUP_TIMEOUT = 300  # seconds for a fresh worker to import the parsers and load spaCy
 _READY = "ready"
@@ -59,7 +59,7 @@ class ParseWorker:
             raise TimeoutError
         return pickle.load(self._process.stdout)
 
-    def load(self, source: SourceFile, timeout: float, title: str) -> Document:
+    def load(self, source: SourceFile, timeout: float) -> Document:
         """The loaded document, or a failed one if the worker overran `timeout` or died."""
         with self._lock:
             process = self._process or self._start()
@@ -72,7 +72,7 @@ class ParseWorker:
             except (EOFError, OSError, pickle.UnpicklingError) as exc:
                 error = f"parse_crash: the parser process died ({type(exc).__name__})"
             self._stop()
-            return Document(source, title, status=FAILED, error=error)
+            return Document.failed(source, error)
 
 
 WORKER = ParseWorker()

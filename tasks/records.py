@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -42,6 +43,11 @@ class Block:
 INDEXED, EMPTY, FAILED = "indexed", "empty", "failed"
 
 
+def file_title(source: SourceFile) -> str:
+    """The title of a document that has no heading: its file name without the suffix."""
+    return PurePosixPath(source.doc_id).stem
+
+
 @dataclass(frozen=True)
 class Document:
     """A loaded source file: its blocks of text, or the reason it has none."""
@@ -55,6 +61,16 @@ class Document:
     @property
     def doc_id(self) -> str:
         return self.source.doc_id
+
+    @classmethod
+    def failed(cls, source: SourceFile, error: str) -> Document:
+        """A file that could not be loaded; `error` is "reason: message"."""
+        return cls(source, file_title(source), status=FAILED, error=error)
+
+    @classmethod
+    def empty(cls, source: SourceFile, error: str) -> Document:
+        """A readable file with no text; `error` is "reason: message"."""
+        return cls(source, file_title(source), status=EMPTY, error=error)
 
 
 @dataclass(frozen=True)

@@ -166,20 +166,16 @@ def sql_in(column: str, values: list[str]) -> str:
     return f"{column} IN ({', '.join(sql_string(v) for v in values)})"
 
 
+def escape_like(text: str) -> str:
+    """`text` as a LIKE pattern (backslash escape) that matches it literally."""
+    return "".join("\\" + ch if ch in "%_\\" else ch for ch in text)
+
+
 def glob_to_like(pattern: str) -> str:
     """A LIKE pattern (backslash escape) that matches what the fnmatch-style glob matches.
 
     `*` matches any run of characters (slashes included), `?` exactly one; LIKE's own
     wildcards and the escape character in the glob are matched literally.
     """
-    out = []
-    for ch in pattern:
-        if ch == "*":
-            out.append("%")
-        elif ch == "?":
-            out.append("_")
-        elif ch in "%_\\":
-            out.append("\\" + ch)
-        else:
-            out.append(ch)
-    return "".join(out)
+    wildcards = {"*": "%", "?": "_"}
+    return "".join(wildcards.get(ch) or escape_like(ch) for ch in pattern)

@@ -37,6 +37,7 @@ from tasks.embed import Embedder, get_embedder, model_spec_for
 from tasks.schema import (
     CHUNKS_TABLE,
     DOCUMENTS_TABLE,
+    escape_like,
     glob_to_like,
     sql_in,
     sql_string,
@@ -152,8 +153,7 @@ def source_filter(source_glob: str) -> str:
 
 def section_filter(text: str) -> str:
     """SQL filter: the heading path contains `text`, ignoring case."""
-    literal = "".join("\\" + ch if ch in "%_\\" else ch for ch in text.lower())
-    return f"lower(section) LIKE {sql_string('%' + literal + '%')}"
+    return f"lower(section) LIKE {sql_string('%' + escape_like(text.lower()) + '%')}"
 
 
 def chunk_filter(params: SearchParams, doc_window: str | None = None) -> str | None:
