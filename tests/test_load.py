@@ -146,3 +146,15 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OFFLINE-OK" in result.stdout
+
+
+def test_unstructured_gets_the_blank_sentence_pipeline_not_a_downloaded_model():
+    import unstructured.nlp.tokenize as unstructured_tokenize
+
+    from tasks import offline
+
+    offline.install_unstructured_nlp()
+    nlp = unstructured_tokenize._get_nlp()
+    assert nlp.pipe_names == ["sentencizer"] and nlp.meta["name"] != "core_web_sm"
+    sentences = unstructured_tokenize.sent_tokenize("Borrowing is checked. References are safe!")
+    assert sentences == ["Borrowing is checked.", "References are safe!"]
