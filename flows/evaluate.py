@@ -24,7 +24,7 @@ from prefect import flow, get_run_logger
 from flows.ingest import ingest
 from tasks.evaluate import read_qrels, score_run
 from tasks.search import MODES, SearchParams, read_queries, search_task
-from tasks.store import DatasetError, read_fingerprint
+from tasks.store import DatasetError, dataset_exists, read_fingerprint
 
 
 @flow(name="evaluate")
@@ -63,11 +63,10 @@ def evaluate(
 @contextmanager
 def _dataset(corpus: str, index_uri: str | None) -> Iterator[str]:
     """The dataset to search: `index_uri` if it already exists, else the corpus ingested
-    into it (or into a temporary dataset, removed afterwards, when there is no URI)."""
+    into it (or into a temporary dataset, removed afterwards, when there is no URI). A store
+    that cannot be reached fails at once, before any ingest."""
     if index_uri is not None:
-        try:
-            read_fingerprint(index_uri)
-        except DatasetError:
+        if not dataset_exists(index_uri):
             ingest(source_dir=corpus, index_uri=index_uri)
         yield index_uri
         return

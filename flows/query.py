@@ -41,6 +41,7 @@ from tasks.search import (
     search_task,
     snippet,
 )
+from tasks.storage import local_path
 from tasks.store import DEFAULT_INDEX_URI, DatasetError
 
 SCORE_MEANING = {
@@ -149,6 +150,7 @@ def render_stats(stats: dict) -> str:
         f"{i['type']} on {', '.join(i['columns'])} ({i['unindexed_rows'] or 0} unindexed)"
         for i in stats["indexes"]
     )
+    size_label = "size on disk" if local_path(stats["index"]) is not None else "size of live data"
     return "\n".join(
         [
             f"index: {stats['index']} (chunks table version {stats['table_version']})",
@@ -157,7 +159,7 @@ def render_stats(stats: dict) -> str:
             f"fingerprint: {json.dumps(stats['fingerprint'], ensure_ascii=False)}",
             f"run tags: {', '.join(stats['run_tags']) or 'none'}",
             f"indexes: {indexes or 'none'}; default mode: {stats['default_mode']}",
-            f"size on disk: {stats['size_bytes'] / 2**20:.1f} MiB",
+            f"{size_label}: {stats['size_bytes'] / 2**20:.1f} MiB",
         ]
     )
 

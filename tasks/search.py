@@ -25,7 +25,6 @@ from datetime import UTC, datetime, timedelta
 from functools import reduce
 from pathlib import Path
 
-import lancedb
 import numpy as np
 import pyarrow.compute as pc
 from prefect import task
@@ -43,7 +42,8 @@ from tasks.schema import (
     sql_string,
     stored_fingerprint,
 )
-from tasks.store import DatasetError, read_fingerprint, run_tags
+from tasks.storage import DatasetError, connect, local_path
+from tasks.store import read_fingerprint, run_tags
 
 MODES = ("vector", "fts", "hybrid")
 TYPES = {suffix.lstrip("."): mime for suffix, mime in MIME_TYPES.items()}  # md → text/markdown
@@ -209,7 +209,7 @@ class Searcher:
     def __init__(self, uri: str, consistency: timedelta | None = None):
         read_fingerprint(uri)  # a clear DatasetError for a missing or foreign dataset
         self.uri = uri
-        db = lancedb.connect(uri, read_consistency_interval=consistency)
+        db = connect(uri, consistency)
         self.chunks = db.open_table(CHUNKS_TABLE)
         self.documents = db.open_table(DOCUMENTS_TABLE)
         self._indexed: tuple[int, set[str]] = (-1, set())
@@ -494,11 +494,13 @@ def index_stats(searcher: Searcher) -> dict:
 
 
 def _size_on_disk(uri: str, tables) -> int:
-    """Bytes under a local dataset (old versions and indexes included); live data elsewhere."""
-    if "://" not in uri:
+    """Bytes under a local dataset (old versions and indexes included); for an object store,
+    which is not listed from here, the bytes of the tables' live data."""
+    folder = local_path(uri)
+    if folder is not None:
         return sum(
-            (Path(folder) / name).stat().st_size
-            for folder, _, names in os.walk(uri)
+            (Path(parent) / name).stat().st_size
+            for parent, _, names in os.walk(folder)
             for name in names
         )
     return sum(table.stats()["total_bytes"] for table in tables)

@@ -29,6 +29,7 @@ from tasks.schema import (
     sql_in,
     stored_fingerprint,
 )
+from tasks.storage import DatasetError, connect, lock_file
 
 DEFAULT_INDEX_URI = str(Path(__file__).resolve().parents[1] / "data" / "index")
 
@@ -37,14 +38,6 @@ KEY_INDEXES = {CHUNKS_TABLE: ("chunk_id", "doc_id", "text_hash"), DOCUMENTS_TABL
 RUN_TAG_PREFIX = "run-"
 KEEP_RUN_TAGS = 10  # versions older than the oldest kept run tag are cleaned up
 MIN_VERSION_AGE = timedelta(minutes=1)  # never clean up versions a reader may just have opened
-
-
-class DatasetError(Exception):
-    """The dataset is missing or cannot be used as asked; the message says what to do."""
-
-
-def connect(uri: str) -> lancedb.DBConnection:
-    return lancedb.connect(uri)
 
 
 def _tables(db: lancedb.DBConnection) -> set[str]:
@@ -85,6 +78,11 @@ def _describe(fp: dict | None) -> str:
     if fp is None:
         return "no recorded fingerprint"
     return f"model {fp['model']} ({fp['dimension']}-d), splitter {fp['splitter']}"
+
+
+def dataset_exists(uri: str) -> bool:
+    """Whether `uri` holds a chunks table; a store that cannot be reached is a DatasetError."""
+    return CHUNKS_TABLE in _tables(connect(uri))
 
 
 def read_fingerprint(uri: str) -> dict:
@@ -259,15 +257,12 @@ def restore_dataset(uri: str, tag: str) -> int:
 def dataset_lock(uri: str, timeout: float, logger: logging.Logger) -> Iterator[None]:
     """Hold the dataset's ingest lock: a second run waits for the first, visibly.
 
-    Only local datasets are locked (a file inside the dataset folder, next to the tables); for
-    object-store URIs, the deployment's concurrency limit keeps runs apart.
+    See `tasks.storage.lock_file` for where the lock lives; for an object-store dataset it
+    only keeps apart runs on this machine (the deployment's concurrency limit does the rest).
     """
-    local = uri.removeprefix("file://")
-    if "://" in local:
-        yield
-        return
-    Path(local).mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(Path(local) / ".ingest.lock"))
+    path = lock_file(uri)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
     try:
         lock.acquire(timeout=0)
     except Timeout:
