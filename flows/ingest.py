@@ -1,6 +1,7 @@
 """Ingest flow: keep a LanceDB index of a folder of documents fresh.
 
     python -m flows.ingest DIR [--index URI] [--batch-size N] [--model NAME] [--rebuild]
+                               [--task-runner threads|dask [--dask-address tcp://HOST:PORT]]
 
 discover → plan (diff against the ledger) → for each batch of files: load → split → embed →
 write (one commit per batch) → delete vanished documents → finalize (indexes, compaction).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,12 +26,15 @@ from pathlib import Path
 
 import numpy as np
 from prefect import flow, get_run_logger
+from prefect.futures import PrefectFuture
 from prefect.states import Completed
 
+from flows.runners import TASK_RUNNERS, make_task_runner, parallel_batches
 from tasks.discover import DEFAULT_EXCLUDE, DiscoverSettings, discover_task, plan_task
 from tasks.embed import DEFAULT_MODEL, EmbedResult, embed_task, get_embedder
 from tasks.load import LoadSettings, load_task
-from tasks.records import EMPTY, FAILED, INDEXED, Document, SourceFile
+from tasks.records import EMPTY, FAILED, INDEXED, Chunk, Document, SourceFile
+from tasks.report import RunProgress, publish_summary, terminal_progress
 from tasks.schema import fingerprint, fingerprint_id
 from tasks.split import SplitResult, SplitSettings, split_task
 from tasks.store import (
@@ -44,7 +49,7 @@ from tasks.store import (
     write_task,
 )
 
-LOAD_AHEAD = 2  # batches loaded ahead of the one being embedded
+LOAD_AHEAD = 2  # batches loaded ahead of those being embedded
 
 
 @dataclass
@@ -74,6 +79,11 @@ class IngestSummary:
     @property
     def empty(self) -> int:
         return len(self.empties)
+
+    @property
+    def files_done(self) -> int:
+        """Files of this run's batches that ended indexed, empty or failed, for progress."""
+        return self.indexed + self.empty + len(self.failed)
 
     def add_documents(self, documents: list[Document]) -> None:
         """Count the outcome of a batch's documents."""
@@ -109,10 +119,49 @@ class IngestSummary:
         return "\n".join(lines)
 
 
+def _batches(files: Sequence[SourceFile], size: int) -> list[tuple[str, list[SourceFile]]]:
+    """The files in batches of `size`, each with its label for task run names and logs."""
+    parts = [list(files[i : i + size]) for i in range(0, len(files), size)]
+    return [(f"[batch {n}/{len(parts)}]", part) for n, part in enumerate(parts, start=1)]
+
+
+@dataclass
+class _Pending:
+    """A batch whose embedding was submitted to the task runner, waiting to be written."""
+
+    label: str
+    files: list[SourceFile]
+    documents: list[Document]
+    splits: list[SplitResult]
+    chunks: list[Chunk]
+    embedding: PrefectFuture
+
+
+def _write_batch(batch: _Pending, index_uri: str, fp: dict, summary: IngestSummary) -> None:
+    """Wait for a batch's vectors, write it (one commit) and count it; a failure stays local."""
+    stages = summary.stage_seconds
+    try:
+        with _timed(stages, "embed"):
+            embedded = batch.embedding.result()
+        with _timed(stages, "write"):
+            write_run = write_task.with_options(task_run_name=f"write{batch.label}")
+            write_run(index_uri, batch.documents, batch.chunks, embedded.vectors, fp)
+    except Exception as exc:  # noqa: BLE001 - the batch failed after its retries
+        summary.add_documents(_record_batch_failure(index_uri, batch.label, batch.files, exc, fp))
+        return
+    summary.add_documents(batch.documents)
+    summary.add_chunks(batch.splits, embedded)
+    get_run_logger().info(
+        "%s %d documents, %d chunks written", batch.label, len(batch.documents), len(batch.chunks)
+    )
+
+
 def _record_batch_failure(
-    index_uri: str, batch: Sequence[SourceFile], exc: Exception, fp: dict, logger
+    index_uri: str, label: str, batch: Sequence[SourceFile], exc: Exception, fp: dict
 ) -> list[Document]:
     """Mark a failed batch's documents failed in the ledger; their old chunks stay searchable."""
+    logger = get_run_logger()
+    logger.error("%s failed after retries: %s: %s", label, type(exc).__name__, exc)
     error = f"batch_failed: {type(exc).__name__}: {exc}"
     failed = [Document.failed(source, error) for source in batch]
     try:
@@ -184,17 +233,19 @@ def ingest(
             ", ".join(scan.unreadable_dirs) or "none",
         )
 
-        step = batch_size
-        batches = [plan.to_index[i : i + step] for i in range(0, len(plan.to_index), step)]
-        labels = [f"[batch {n}/{len(batches)}]" for n in range(1, len(batches) + 1)]
-        # Loads run ahead in the task runner's threads (parsing itself happens in the parser
-        # process), so parsing the next batches overlaps embedding this one.
-        loads = {}
-        for index, (batch, label) in enumerate(zip(batches, labels, strict=True)):
-            for ahead in range(index, min(index + 1 + LOAD_AHEAD, len(batches))):
+        batches = _batches(plan.to_index, batch_size)
+        progress = RunProgress(len(plan.to_index), logger)
+        # Loads run ahead of the batch being split, and embeds run in the task runner (one
+        # batch at a time in this process's threads, one per worker thread on Dask), so
+        # parsing, embedding and writing overlap. Writes happen here, in batch order.
+        parallel = parallel_batches()
+        loads: dict[int, PrefectFuture] = {}
+        embedding: deque[_Pending] = deque()
+        for index, (label, files) in enumerate(batches):
+            for ahead in range(index, min(index + parallel + LOAD_AHEAD, len(batches))):
                 if ahead not in loads:
-                    load_run = load_task.with_options(task_run_name=f"load{labels[ahead]}")
-                    loads[ahead] = load_run.submit(list(batches[ahead]), load_settings)
+                    load_run = load_task.with_options(task_run_name=f"load{batches[ahead][0]}")
+                    loads[ahead] = load_run.submit(list(batches[ahead][1]), load_settings)
             try:
                 with _timed(stages, "load (waiting)"):
                     documents = loads.pop(index).result()
@@ -202,19 +253,19 @@ def ingest(
                     split_run = split_task.with_options(task_run_name=f"split{label}")
                     splits = split_run(documents, settings, model)
                 chunks = [chunk for result in splits for chunk in result.chunks]
-                with _timed(stages, "embed"):
-                    embed_run = embed_task.with_options(task_run_name=f"embed{label}")
-                    embedded = embed_run(chunks, model, index_uri)
-                with _timed(stages, "write"):
-                    write_run = write_task.with_options(task_run_name=f"write{label}")
-                    write_run(index_uri, documents, chunks, embedded.vectors, fp)
+                embed_run = embed_task.with_options(task_run_name=f"embed{label}")
+                future = embed_run.submit(chunks, model, index_uri)
             except Exception as exc:  # noqa: BLE001 - the batch failed after its retries
-                logger.error("%s failed after retries: %s: %s", label, type(exc).__name__, exc)
-                summary.add_documents(_record_batch_failure(index_uri, batch, exc, fp, logger))
+                summary.add_documents(_record_batch_failure(index_uri, label, files, exc, fp))
+                progress.update(summary)
                 continue
-            summary.add_documents(documents)
-            summary.add_chunks(splits, embedded)
-            logger.info("%s %d documents, %d chunks written", label, len(documents), len(chunks))
+            embedding.append(_Pending(label, files, documents, splits, chunks, future))
+            while len(embedding) >= parallel:
+                _write_batch(embedding.popleft(), index_uri, fp, summary)
+                progress.update(summary)
+        while embedding:
+            _write_batch(embedding.popleft(), index_uri, fp, summary)
+            progress.update(summary)
 
         with _timed(stages, "write"):
             summary.chunks_deleted = delete_task(index_uri, list(plan.removed))
@@ -238,6 +289,7 @@ def ingest(
         summary.seconds,
         summary.run_tag,
     )
+    publish_summary(summary, logger)
     outcome = f"{len(summary.failed)} file(s) failed" if summary.failed else "no file failed"
     return Completed(message=outcome, data=summary)
 
@@ -291,7 +343,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="GLOB",
         help="also skip file/folder names matching (repeatable); hidden and temp files always are",
     )
+    parser.add_argument(
+        "--task-runner",
+        choices=TASK_RUNNERS,
+        default="threads",
+        help="where tasks run: threads in this process, or a Dask cluster (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--dask-address",
+        metavar="tcp://HOST:PORT",
+        help="a running Dask scheduler; without it, --task-runner dask starts a local cluster",
+    )
     args = parser.parse_args(argv)
+    if args.dask_address and args.task_runner != "dask":
+        parser.error("--dask-address needs --task-runner dask")
     if not Path(args.source_dir).is_dir():
         parser.error(f"source folder not found: {args.source_dir}")
     if args.batch_size < 1:
@@ -305,20 +370,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    flow_run = ingest.with_options(
+        task_runner=make_task_runner(args.task_runner, args.dask_address)
+    )
     try:
-        summary = ingest(
-            source_dir=str(Path(args.source_dir).resolve()),
-            index_uri=args.index,
-            model=args.model,
-            batch_size=args.batch_size,
-            chunk_size=args.chunk_size,
-            chunk_overlap=args.chunk_overlap,
-            rebuild=args.rebuild,
-            max_file_mb=args.max_file_mb,
-            parse_timeout=args.parse_timeout,
-            include=args.include,
-            exclude=args.exclude,
-        )
+        with terminal_progress():  # a progress bar when a person watches the run
+            summary = flow_run(
+                source_dir=str(Path(args.source_dir).resolve()),
+                index_uri=args.index,
+                model=args.model,
+                batch_size=args.batch_size,
+                chunk_size=args.chunk_size,
+                chunk_overlap=args.chunk_overlap,
+                rebuild=args.rebuild,
+                max_file_mb=args.max_file_mb,
+                parse_timeout=args.parse_timeout,
+                include=args.include,
+                exclude=args.exclude,
+            )
     except DatasetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

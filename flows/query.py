@@ -86,7 +86,7 @@ def query(
     get_run_logger().info("query %r on %s with %s", text, index_uri, _describe(params))
     hits = search_task(index_uri, [text], params)[0]
     if artifact if artifact is not None else deployment.id is not None:
-        _publish(text, hits)
+        _publish(text, index_uri, params, hits)
     return hits
 
 
@@ -111,13 +111,16 @@ def _describe(params: SearchParams) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in changed.items()) or "defaults"
 
 
-def _publish(text: str, hits: list[Hit]) -> None:
+def _publish(text: str, index_uri: str, params: SearchParams, hits: list[Hit]) -> None:
+    """The hits as the `query-hits` table artifact; a failure to publish is only a warning."""
     from prefect.artifacts import create_table_artifact
+
+    from tasks.report import publish_artifact
 
     rows = [
         {
             "rank": rank,
-            "score": hit.score,
+            "score": round(hit.score, 4),
             "source": hit.doc_id,
             "section": hit.section,
             "page": hit.page_number,
@@ -125,7 +128,13 @@ def _publish(text: str, hits: list[Hit]) -> None:
         }
         for rank, hit in enumerate(hits, start=1)
     ]
-    create_table_artifact(key="query-hits", table=rows, description=f"Hits for {text!r}")
+    publish_artifact(
+        get_run_logger(),
+        create_table_artifact,
+        key="query-hits",
+        table=rows,
+        description=f"{len(hits)} hits for `{text}` in `{index_uri}` ({_describe(params)}).",
+    )
 
 
 def render_table(hits: list[Hit], text: str) -> str:

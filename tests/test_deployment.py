@@ -1,31 +1,27 @@
 """The served `ingest` deployment against a real local Prefect server.
 
-Starts `prefect server start` and `python -m deployments.serve` as subprocesses (own
-PREFECT_HOME, 127.0.0.1, a free port), triggers runs through the CLI and the REST API, and
+Starts `prefect server start` (tests/servers.py: own PREFECT_HOME, 127.0.0.1, a free port) and
+`python -m deployments.serve` as subprocesses, triggers runs through the CLI and the REST API, and
 checks the LanceDB index they leave behind, and that two runs of the deployment never overlap.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-import httpx
 import lancedb
 import pytest
 
 from tasks.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 
 from .conftest import ROOT, SAMPLE
+from .servers import prefect_server, start, stop, tail, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -36,61 +32,8 @@ DEPLOYMENT = "test-reindex"
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 RUN_ID = re.compile(r"UUID: ([0-9a-f-]{36})")  # in `prefect deployment run` output
 
-SERVER_START_S = 120  # skip when the server is not healthy by then
 REGISTER_S = 120  # serve process up and deployment registered
 RUN_S = 300  # one flow run from trigger to a terminal state
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def tail(path: Path, chars: int = 4000) -> str:
-    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
-
-
-def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    """A subprocess in its own process group (the runner spawns children), logging to `log`."""
-    with open(log, "wb") as handle:
-        return subprocess.Popen(
-            args,
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def stop(proc: subprocess.Popen, timeout: float = 30) -> None:
-    """SIGTERM the process group, SIGKILL it if it has not exited after `timeout` seconds."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
-        except ProcessLookupError:
-            return
-    try:  # also reaps children left behind in the group
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=timeout)
-
-
-def wait_for(predicate, seconds: float, what: str, on_timeout=pytest.fail, interval: float = 1):
-    """Poll `predicate` until it returns something truthy; bounded by `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval)
-    on_timeout(f"timed out after {seconds:.0f} s waiting for {what}")
 
 
 @pytest.fixture
@@ -100,44 +43,12 @@ def stack(tmp_path) -> Iterator[dict]:
     source.mkdir()
     for name in FILES:
         shutil.copyfile(SAMPLE / "rust-book" / name, source / name)
-    port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")},
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_UI_ENABLED": "false",
-        # A run that finds the slot taken is retried after 2 s instead of 30 s.
-        "PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS": "2",
-    }
-    client_env = {**env, "PREFECT_API_URL": api, "PREFECT_RUNNER_POLL_FREQUENCY": "2"}
-    logs = {"server": tmp_path / "server.log", "serve": tmp_path / "serve.log"}
-    procs: list[subprocess.Popen] = []
-    http = httpx.Client(base_url=api, timeout=30, trust_env=False)  # no proxy for 127.0.0.1
-    try:
-        server = start(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1"]
-            + ["--port", str(port)],
-            env,
-            logs["server"],
-        )
-        procs.append(server)
-
-        def healthy() -> bool:
-            if server.poll() is not None:
-                pytest.skip(f"prefect server exited ({server.returncode}):\n{tail(logs['server'])}")
-            try:
-                return http.get("/health").status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(
-            healthy,
-            SERVER_START_S,
-            "the Prefect server's /api/health",
-            on_timeout=lambda msg: pytest.skip(f"{msg}:\n{tail(logs['server'])}"),
-        )
-
+    logs = {"serve": tmp_path / "serve.log"}
+    # A run that finds the slot taken is retried after 2 s instead of 30 s.
+    with prefect_server(
+        tmp_path, PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS="2"
+    ) as server:
+        client_env = {**server.env, "PREFECT_RUNNER_POLL_FREQUENCY": "2"}
         # Yearly cron: no scheduled run comes due while the test runs.
         serve = start(
             [sys.executable, "-m", "deployments.serve", "--source", str(source)]
@@ -145,26 +56,24 @@ def stack(tmp_path) -> Iterator[dict]:
             client_env,
             logs["serve"],
         )
-        procs.append(serve)
+        try:
 
-        def registered() -> dict | None:
-            assert serve.poll() is None, f"serve exited:\n{tail(logs['serve'])}"
-            response = http.get(f"/deployments/name/ingest/{DEPLOYMENT}")
-            return response.json() if response.status_code == 200 else None
+            def registered() -> dict | None:
+                assert serve.poll() is None, f"serve exited:\n{tail(logs['serve'])}"
+                response = server.http.get(f"/deployments/name/ingest/{DEPLOYMENT}")
+                return response.json() if response.status_code == 200 else None
 
-        deployment = wait_for(registered, REGISTER_S, "the deployment to be registered")
-        yield {
-            "http": http,
-            "env": client_env,
-            "deployment": deployment,
-            "source": source,
-            "index": str(index.resolve()),
-            "logs": logs,
-        }
-    finally:
-        for proc in reversed(procs):  # serve first: it pauses its schedule via the server
-            stop(proc)
-        http.close()
+            deployment = wait_for(registered, REGISTER_S, "the deployment to be registered")
+            yield {
+                "http": server.http,
+                "env": client_env,
+                "deployment": deployment,
+                "source": source,
+                "index": str(index.resolve()),
+                "logs": logs,
+            }
+        finally:
+            stop(serve)  # before the server: serve pauses its schedule via the server
 
 
 def wait_terminal(stack: dict, run_id: str) -> dict:

@@ -1,0 +1,60 @@
+"""The ingest flow on a two-worker Dask cluster writes the same table as the thread runner."""
+
+from __future__ import annotations
+
+import lancedb
+import numpy as np
+import pytest
+
+from tasks.schema import CHUNKS_TABLE
+
+pytestmark = pytest.mark.integration
+
+
+def _table(uri: str) -> dict[str, tuple[str, np.ndarray]]:
+    """chunk_id -> (text_hash, vector) of a dataset's chunks table."""
+    rows = lancedb.connect(uri).open_table(CHUNKS_TABLE).to_arrow().to_pylist()
+    return {row["chunk_id"]: (row["text_hash"], np.asarray(row["vector"])) for row in rows}
+
+
+def _embedder_calls() -> dict[str, int]:
+    """Run on each Dask worker: how often it looked up, and how often it loaded, a model."""
+    from tasks.embed import get_embedder
+
+    info = get_embedder.cache_info()
+    return {"calls": info.hits + info.misses, "loads": info.misses}
+
+
+def test_dask_cluster_writes_the_same_rows_as_threads(prefect_backend, small_corpus, tmp_path):
+    from distributed import Client, LocalCluster
+    from prefect.settings import PREFECT_TASKS_REFRESH_CACHE, temporary_settings
+
+    from flows.ingest import ingest
+    from flows.runners import make_task_runner
+
+    source = str(small_corpus)
+    # Recompute every task: the second run must not take the first run's cached results.
+    with temporary_settings({PREFECT_TASKS_REFRESH_CACHE: True}):
+        threads = ingest(source, index_uri=str(tmp_path / "threads"), batch_size=1)
+        with (
+            LocalCluster(
+                n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            on_dask = ingest.with_options(
+                task_runner=make_task_runner("dask", cluster.scheduler_address)
+            )(source, index_uri=str(tmp_path / "dask"), batch_size=1)
+            per_worker = client.run(_embedder_calls)
+
+    assert threads.indexed == on_dask.indexed == 5 and not on_dask.failed
+    assert on_dask.chunks_embedded == threads.chunks_embedded > 0
+    expected, got = _table(str(tmp_path / "threads")), _table(str(tmp_path / "dask"))
+    assert sorted(got) == sorted(expected)
+    for chunk_id, (text_hash, vector) in expected.items():
+        assert got[chunk_id][0] == text_hash
+        np.testing.assert_allclose(got[chunk_id][1], vector, atol=1e-5)
+    # Every batch was embedded on a worker, and each worker loaded the model at most once.
+    assert len(per_worker) == 2
+    assert sum(calls["calls"] for calls in per_worker.values()) == 5
+    assert all(calls["loads"] <= 1 for calls in per_worker.values())
