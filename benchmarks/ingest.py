@@ -64,10 +64,12 @@ def generate_markdown(count: int, target: Path, sections: bool = False) -> Path:
 
 
 class PeakTreeRss:
-    """Samples the RSS of this process and all its descendants; keeps the largest sum."""
+    """Samples the RSS of this process and all its descendants; keeps the largest sum, and this
+    process's own RSS at every sample (to tell growth from a plateau)."""
 
     def __init__(self, interval: float = 0.2):
         self.peak = 0
+        self.own: list[int] = []
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -82,6 +84,13 @@ class PeakTreeRss:
                 except psutil.Error:  # ended between listing and reading
                     pass
             self.peak = max(self.peak, total)
+            self.own.append(me.memory_info().rss)
+
+    def own_peak_by_quarter(self) -> list[float]:
+        """This process's peak RSS (MiB) in each quarter of the sampled time."""
+        n = len(self.own)
+        quarters = [self.own[n * q // 4 : n * (q + 1) // 4] for q in range(4)]
+        return [_mib(max(part)) for part in quarters if part]
 
     def __enter__(self) -> PeakTreeRss:
         self._thread.start()
@@ -142,6 +151,7 @@ def main() -> int:
         },
         "peak_rss_ingest_process_mib": _mib(peak_rss),
         "peak_rss_process_tree_mib": _mib(tree.peak),
+        "peak_rss_ingest_process_by_quarter_mib": tree.own_peak_by_quarter(),
     }
     if not args.first_run_only:
         result.update(_raw_and_second_run(run, first.chunks_written, first.seconds))

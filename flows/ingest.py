@@ -33,6 +33,7 @@ from flows.runners import TASK_RUNNERS, make_task_runner, parallel_batches
 from tasks.discover import DEFAULT_EXCLUDE, DiscoverSettings, discover_task, plan_task
 from tasks.embed import DEFAULT_MODEL, EmbedResult, embed_task, get_embedder
 from tasks.load import LoadSettings, load_task
+from tasks.memory import release_free_memory
 from tasks.records import EMPTY, FAILED, INDEXED, Chunk, Document, SourceFile
 from tasks.report import RunProgress, publish_summary, terminal_progress
 from tasks.schema import fingerprint, fingerprint_id
@@ -151,6 +152,7 @@ def _write_batch(batch: _Pending, index_uri: str, fp: dict, summary: IngestSumma
         return
     summary.add_documents(batch.documents)
     summary.add_chunks(batch.splits, embedded)
+    release_free_memory()  # or the process keeps every batch's freed buffers
     get_run_logger().info(
         "%s %d documents, %d chunks written", batch.label, len(batch.documents), len(batch.chunks)
     )
