@@ -21,6 +21,10 @@ from pathlib import Path
 from tasks.records import Document, SourceFile
 
 STARTUP_TIMEOUT = 300  # seconds for a fresh worker to import the parsers and load spaCy
+# Parsing runs ahead of embedding; at a lower CPU priority it fills the cycles the model leaves
+# idle instead of stalling the model's threads, which wait for each other (measured on 150
+# generated Markdown files: ingest/raw-encode ratio 0.871 at the same priority, 0.889 at 10).
+NICENESS = 10
 _READY = "ready"
 
 
@@ -80,6 +84,7 @@ WORKER = ParseWorker()
 
 def _serve() -> None:
     """Worker loop: read a SourceFile, write back its Document; EOF ends the loop."""
+    os.nice(NICENESS)
     results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt results
     from tasks.load import load_document, warm_up
