@@ -19,7 +19,7 @@ import numpy as np
 from prefect import task
 
 from tasks import faults
-from tasks.cache_keys import EMBED_CACHE
+from tasks.cache_keys import EMBED_CACHE, PERSISTED
 from tasks.records import Chunk, sha256_hex
 from tasks.store import stored_vectors
 
@@ -168,7 +168,7 @@ embed_task = task(
     embed_chunks,
     name="embed",
     cache_policy=EMBED_CACHE,
-    persist_result=True,
+    **PERSISTED,
     retries=2,
     retry_delay_seconds=[2, 10],
 )

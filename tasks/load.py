@@ -17,7 +17,7 @@ import charset_normalizer
 from prefect import task
 
 from tasks import faults, offline
-from tasks.cache_keys import LOAD_CACHE
+from tasks.cache_keys import LOAD_CACHE, PERSISTED
 from tasks.parse_worker import WORKER
 from tasks.records import INDEXED, Block, Document, SourceFile, file_title, sha256_hex
 
@@ -290,7 +290,7 @@ load_task = task(
     load_batch,
     name="load",
     cache_policy=LOAD_CACHE,
-    persist_result=True,
+    **PERSISTED,
     retries=2,
     retry_delay_seconds=[1, 5],
 )

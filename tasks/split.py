@@ -22,7 +22,7 @@ from itertools import groupby
 import regex
 from prefect import task
 
-from tasks.cache_keys import SPLIT_CACHE
+from tasks.cache_keys import PERSISTED, SPLIT_CACHE
 from tasks.embed import get_embedder
 from tasks.records import (
     BLOCK_SEPARATOR,
@@ -253,6 +253,4 @@ def split_batch(
     ]
 
 
-split_task = task(
-    split_batch, name="split", cache_policy=SPLIT_CACHE, persist_result=True, retries=1
-)
+split_task = task(split_batch, name="split", cache_policy=SPLIT_CACHE, **PERSISTED, retries=1)
