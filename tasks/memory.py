@@ -3,8 +3,8 @@
 torch, Arrow and Lance allocate and free large buffers of varying sizes for every batch;
 glibc keeps the freed pages in its arenas, so a long ingest run's RSS kept growing although
 nothing was retained (a 10,000-file run reached 2,039 MiB after ~200 of 313 batches, still
-~4.5 MB more per batch). `malloc_trim(0)` after each batch returns those pages. A no-op where the C library
-is not glibc.
+~4.5 MB more per batch). `malloc_trim(0)` after each batch returns those pages. A no-op where
+the C library is not glibc.
 """
 
 from __future__ import annotations
