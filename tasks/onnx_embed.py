@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tasks.embed import encode_in_groups
 from tasks.records import sha256_hex
 
 CACHE_DIR = Path(__file__).resolve().parents[1] / ".cache" / "onnx"
-BATCH_SIZE = 64
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -113,7 +113,7 @@ class OnnxEmbedder:
             str(export_onnx(model_path, quantized)), options, providers=["CPUExecutionProvider"]
         )
 
-    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+    def _encode_group(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
         feed = {
             "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
@@ -126,13 +126,7 @@ class OnnxEmbedder:
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Unit vectors in input order; batches of similar length to keep padding small."""
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), BATCH_SIZE):
-            rows = order[start : start + BATCH_SIZE]
-            out[rows] = self._encode_batch([texts[i] for i in rows])
-        return out
+        return encode_in_groups(self, texts, self._encode_group)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return [len(e.ids) for e in self._counter.encode_batch(texts)]

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.embed import DEFAULT_MODEL_ID, HashEmbedder, get_embedder, model_spec_for
+from tasks.embed import (
+    DEFAULT_MODEL_ID,
+    HashEmbedder,
+    get_embedder,
+    model_spec_for,
+    token_length_groups,
+)
 
 
 def test_hash_embedder_is_deterministic_unit_and_discriminating():
@@ -37,6 +43,36 @@ def test_bundled_model_encodes_normalised_384d_vectors():
     assert vectors.shape == (3, 384)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+def test_token_length_groups_hold_neighbouring_token_counts():
+    counts = [12, 250, 3, 240, 12, 90, 255]
+    groups = token_length_groups(counts, size=3)
+    assert groups == [[6, 1, 3], [5, 0, 4], [2]]
+    assert token_length_groups([], size=3) == []
+
+
+def test_bundled_model_encodes_in_token_length_groups_in_input_order():
+    """Code is short in characters but long in tokens: grouping goes by tokens, and the
+    vectors come back in input order, equal to the library's own encode."""
+    embedder = get_embedder()
+    code = 'fn main(){let v:Vec<i32>=vec![1,2,3];println!("{:?}",v.iter().map(|x|x*2));}'
+    prose = "The borrow checker compares scopes to determine whether all borrows are valid. "
+    texts = [prose * 2, "short", code * 3, prose, code, "a" * 5, prose * 3]
+    groups = []
+    original = embedder._encode_group
+    try:
+        embedder._encode_group = lambda group: groups.append(group) or original(group)
+        vectors = embedder.encode(texts * 20)  # 140 texts: three forward passes of up to 64
+    finally:
+        del embedder._encode_group
+    counts = embedder.count_tokens(texts * 20)
+    assert [len(group) for group in groups] == [64, 64, 12]
+    flat = [counts[texts.index(text)] for group in groups for text in group]
+    assert flat == sorted(flat, reverse=True), "each forward pass holds neighbouring token counts"
+    library = embedder.model.encode(texts * 20, batch_size=64, normalize_embeddings=True)
+    assert vectors.shape == (140, 384)
+    assert np.abs(vectors - library).max() < 1e-5
 
 
 def test_token_counts_use_the_models_tokenizer():
