@@ -1,6 +1,7 @@
 """Ingest flow: keep a LanceDB index of a folder of documents fresh.
 
-    python -m flows.ingest DIR [--index URI] [--batch-size N] [--model NAME] [--rebuild]
+    python -m flows.ingest DIR [--index URI] [--batch-size N] [--batch-mb MB] [--model NAME]
+                               [--rebuild]
                                [--task-runner threads|dask [--dask-address tcp://HOST:PORT]]
 
 discover → plan (diff against the ledger) → for each batch of files: load → split → embed →
@@ -51,6 +52,8 @@ from tasks.store import (
 )
 
 LOAD_AHEAD = 2  # batches loaded ahead of those being embedded
+BATCH_FILES = 32  # default most files per batch
+BATCH_MB = 1.0  # default most MiB of files per batch
 
 
 @dataclass
@@ -120,9 +123,23 @@ class IngestSummary:
         return "\n".join(lines)
 
 
-def _batches(files: Sequence[SourceFile], size: int) -> list[tuple[str, list[SourceFile]]]:
-    """The files in batches of `size`, each with its label for task run names and logs."""
-    parts = [list(files[i : i + size]) for i in range(0, len(files), size)]
+def file_batches(
+    files: Sequence[SourceFile], size: int, max_bytes: int
+) -> list[tuple[str, list[SourceFile]]]:
+    """The files in batches of at most `size` files and `max_bytes` bytes (a larger file is a
+    batch of its own), each with its label for task run names and logs.
+
+    The byte limit keeps batches of big files small: one batch's chunks are in memory at
+    once, and the first embed waits for the first batch's parse.
+    """
+    parts: list[list[SourceFile]] = []
+    held = 0
+    for source in files:
+        if not parts or len(parts[-1]) >= size or held + source.size > max_bytes:
+            parts.append([])
+            held = 0
+        parts[-1].append(source)
+        held += source.size
     return [(f"[batch {n}/{len(parts)}]", part) for n, part in enumerate(parts, start=1)]
 
 
@@ -187,7 +204,8 @@ def ingest(
     source_dir: str,
     index_uri: str = DEFAULT_INDEX_URI,
     model: str = DEFAULT_MODEL,
-    batch_size: int = 32,
+    batch_size: int = BATCH_FILES,
+    batch_mb: float = BATCH_MB,
     chunk_size: int = SplitSettings.chunk_size,
     chunk_overlap: int = SplitSettings.chunk_overlap,
     rebuild: bool = False,
@@ -199,6 +217,7 @@ def ingest(
 ) -> IngestSummary:
     """Index new and changed documents under `source_dir`, drop vanished ones.
 
+    Files are processed in batches of up to `batch_size` files and `batch_mb` MiB.
     Runs on one dataset never overlap: a second run waits up to `lock_timeout` seconds.
     Files larger than `max_file_mb` or parsing longer than `parse_timeout` seconds fail with
     that reason; `include` globs restrict the files (paths relative to `source_dir`), `exclude`
@@ -235,7 +254,7 @@ def ingest(
             ", ".join(scan.unreadable_dirs) or "none",
         )
 
-        batches = _batches(plan.to_index, batch_size)
+        batches = file_batches(plan.to_index, batch_size, int(batch_mb * 2**20))
         progress = RunProgress(len(plan.to_index), logger)
         # Loads run ahead of the batch being split, and embeds run in the task runner (one
         # batch at a time in this process's threads, one per worker thread on Dask), so
@@ -305,7 +324,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--index", default=DEFAULT_INDEX_URI, help="LanceDB dataset URI (default: %(default)s)"
     )
     parser.add_argument(
-        "--batch-size", type=int, default=32, help="files per task batch (default: %(default)s)"
+        "--batch-size",
+        type=int,
+        default=BATCH_FILES,
+        help="at most this many files per batch (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--batch-mb",
+        type=float,
+        default=BATCH_MB,
+        help="at most this many MiB of files per batch; a larger file is a batch of its own "
+        "(default: %(default)g)",
     )
     parser.add_argument(
         "--model", default=DEFAULT_MODEL, help="embedding model name or path, or 'hash' (tests)"
@@ -363,6 +392,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"source folder not found: {args.source_dir}")
     if args.batch_size < 1:
         parser.error("--batch-size must be at least 1")
+    if args.batch_mb <= 0:
+        parser.error("--batch-mb must be positive")
     try:
         SplitSettings(args.chunk_size, args.chunk_overlap)
     except ValueError as exc:
@@ -382,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 index_uri=args.index,
                 model=args.model,
                 batch_size=args.batch_size,
+                batch_mb=args.batch_mb,
                 chunk_size=args.chunk_size,
                 chunk_overlap=args.chunk_overlap,
                 rebuild=args.rebuild,
