@@ -53,7 +53,7 @@ from tasks.store import (
 
 LOAD_AHEAD = 2  # batches loaded ahead of those being embedded
 BATCH_FILES = 32  # default most files per batch
-BATCH_MB = 1.0  # default most MiB of files per batch
+BATCH_MB = 4.0  # default most MiB of files per batch (1 measured slower on HTML)
 
 
 @dataclass

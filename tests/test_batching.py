@@ -39,5 +39,5 @@ def test_batches_close_before_the_byte_limit_and_a_big_file_goes_alone():
 
 
 def test_the_command_line_takes_a_batch_byte_limit(tmp_path):
-    assert parse_args([str(tmp_path)]).batch_mb == 1.0
+    assert parse_args([str(tmp_path)]).batch_mb == 4.0
     assert parse_args([str(tmp_path), "--batch-mb", "0.5"]).batch_mb == 0.5
