@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 QUESTION ?= How do references and borrowing work in Rust?
 
-.PHONY: install demo test
+.PHONY: install demo test test-fast lint
 
 install: $(STAMP)
 
@@ -22,5 +22,16 @@ demo: install
 	$(PY) -m flows.ingest data/sample
 	$(PY) -m flows.query "$(QUESTION)"
 
-test: install
+# The linter with the rules the code's noqa comments name, the formatter's check, the types.
+lint: install
+	$(PY) -m ruff check tasks flows deployments tests benchmarks
+	$(PY) -m ruff format --check tasks flows deployments tests benchmarks
+	$(PY) -m mypy
+
+# The whole suite: lint, then every test (real model, real Prefect, real LanceDB).
+test: lint
 	$(PY) -m pytest
+
+# The quick loop while changing code: no model, no Prefect server (about a minute).
+test-fast: install
+	$(PY) -m pytest -m "not integration and not model" -q

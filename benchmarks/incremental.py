@@ -26,8 +26,8 @@ os.environ["PREFECT_HOME"] = str(WORK / "prefect")  # before Prefect is imported
 import lancedb  # noqa: E402
 
 from flows.ingest import ingest  # noqa: E402
-from tasks.embed import DEFAULT_MODEL  # noqa: E402
-from tasks.schema import CHUNKS_TABLE  # noqa: E402
+from tasks.dataset.schema import CHUNKS_TABLE  # noqa: E402
+from tasks.embed.models import DEFAULT_MODEL  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBFOLDERS = ("md", "html", "pdf")

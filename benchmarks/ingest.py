@@ -40,13 +40,10 @@ os.environ["PREFECT_HOME"] = str(WORK / "prefect")  # before Prefect is imported
 import lancedb  # noqa: E402
 
 from flows.ingest import ingest  # noqa: E402
-from tasks.embed import (  # noqa: E402
-    DEFAULT_MODEL,
-    ENCODE_BATCH_SIZE,
-    SentenceTransformerEmbedder,
-    get_embedder,
-)
-from tasks.schema import CHUNKS_TABLE  # noqa: E402
+from tasks.dataset.schema import CHUNKS_TABLE  # noqa: E402
+from tasks.embed.base import ENCODE_BATCH_SIZE  # noqa: E402
+from tasks.embed.models import DEFAULT_MODEL, get_embedder  # noqa: E402
+from tasks.embed.torch_backend import SentenceTransformerEmbedder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,11 +6,11 @@ Rows are synthetic but shaped like real ones: the 240 XQuAD-en paragraphs of ../
 embedded with the bundled model and each is copied many times with Gaussian noise (cosine about
 0.85 to its paragraph) and a text that is a random stretch of the paragraph's words, so vector
 clusters and full-text term statistics resemble a real corpus. Queries are real XQuAD
-questions. Each dataset goes through the ingest flow's own upkeep step (`finalize_dataset`:
+questions. Each dataset goes through the ingest flow's own upkeep step (`Dataset.finalize`:
 full-text index, vector index above tasks.ann.ANN_MIN_ROWS, compaction).
 
 Reports, per size: p50/p95 of a whole query (embedding included, on one torch thread as in
-the service, see tasks.search.prefer_latency) per mode in-process and over HTTP (`--serve` in
+the service, see tasks.embed.models.prefer_latency) per mode in-process and over HTTP (`--serve` in
 a subprocess, one keep-alive connection); vector search alone with the index and as an exact
 scan; recall@10 of the index against the exact scan. `--sweep` also times exact scans against
 a fresh IVF_SQ index on small tables, which is where ANN_MIN_ROWS comes from.
@@ -36,12 +36,15 @@ import lancedb  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from tasks.ann import ANN_MIN_ROWS, NPROBES, REFINE_FACTOR, refresh_vector_index  # noqa: E402
-from tasks.embed import get_embedder  # noqa: E402
-from tasks.schema import CHUNKS_TABLE, chunks_schema, fingerprint  # noqa: E402
-from tasks.search import MODES, Searcher, SearchParams, prefer_latency, read_queries  # noqa: E402
-from tasks.split import SplitSettings  # noqa: E402
-from tasks.store import finalize_dataset, prepare_dataset  # noqa: E402
+from tasks.dataset.ann import ANN_MIN_ROWS, NPROBES, REFINE_FACTOR, refresh_vector_index  # noqa: E402
+from tasks.dataset.dataset import Dataset  # noqa: E402
+from tasks.dataset.schema import CHUNKS_TABLE, Fingerprint, chunks_schema  # noqa: E402
+from tasks.embed.base import ModelInfo  # noqa: E402
+from tasks.embed.models import get_embedder, prefer_latency  # noqa: E402
+from tasks.search.params import MODES, SearchParams  # noqa: E402
+from tasks.search.queries import read_queries  # noqa: E402
+from tasks.search.searcher import Searcher  # noqa: E402
+from tasks.text.split import SplitSettings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 XQUAD = ROOT.parent / "shared" / "eval" / "xquad-en"
@@ -71,9 +74,10 @@ def noisy(base: np.ndarray, rows: int, rng: np.random.Generator) -> tuple[np.nda
     return points / np.linalg.norm(points, axis=1, keepdims=True), source
 
 
-def build(uri: str, rows: int, base: np.ndarray, texts: list[str], fp: dict, rng) -> float:
+def build(uri: str, rows: int, base: np.ndarray, texts: list[str], fp: Fingerprint, rng) -> float:
     """A dataset of `rows` synthetic chunks, finalized like an ingest run; returns seconds."""
-    prepare_dataset(uri, fp)
+    dataset = Dataset(uri)
+    dataset.prepare(fp)
     vectors, source = noisy(base, rows, rng)
     words = [text.split() for text in texts]
     stretch = []
@@ -99,7 +103,7 @@ def build(uri: str, rows: int, base: np.ndarray, texts: list[str], fp: dict, rng
     )
     start = time.perf_counter()
     lancedb.connect(uri).open_table(CHUNKS_TABLE).add(table)
-    finalize_dataset(uri, "run-bench")
+    dataset.finalize("run-bench")
     return time.perf_counter() - start
 
 
@@ -107,13 +111,13 @@ def recall_at_10(searcher: Searcher, vectors: np.ndarray) -> float:
     found = 0
     for vector in vectors:
         approximate = {hit.chunk_id for hit in searcher._vector(vector, None, 10)}
-        exact = searcher.chunks.search(vector).distance_type("cosine").bypass_vector_index()
+        exact = searcher.dataset.chunks.search(vector).distance_type("cosine").bypass_vector_index()
         found += len(approximate & {row["chunk_id"] for row in exact.limit(10).to_list()})
     return found / (10 * len(vectors))
 
 
 def exact_scan(searcher: Searcher, vector: np.ndarray):
-    query = searcher.chunks.search(vector).distance_type("cosine").bypass_vector_index()
+    query = searcher.dataset.chunks.search(vector).distance_type("cosine").bypass_vector_index()
     return query.limit(10).to_list()
 
 
@@ -143,8 +147,8 @@ def sweep(base: np.ndarray, probes: np.ndarray, rng) -> list[dict]:
     results = []
     for rows in (1000, 2000, 5000, 10_000, 20_000):
         uri = str(WORK / f"sweep-{rows}")
-        fp = fingerprint("sweep", base.shape[1], 256, SplitSettings())
-        prepare_dataset(uri, fp)
+        fp = Fingerprint.of(ModelInfo("sweep", base.shape[1], 256), SplitSettings())
+        Dataset(uri).prepare(fp)
         vectors, _ = noisy(base, rows, rng)
         ids = [f"r{i}" for i in range(rows)]
         flat = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), base.shape[1])
@@ -156,7 +160,7 @@ def sweep(base: np.ndarray, probes: np.ndarray, rng) -> list[dict]:
         start = time.perf_counter()
         refresh_vector_index(table, min_rows=0)
         built = time.perf_counter() - start
-        searcher = Searcher(uri)  # opened after the index exists, so that it is used
+        searcher = Searcher(Dataset(uri))  # opened after the index exists, so that it is used
         exact = timed(lambda v, s=searcher: exact_scan(s, v), probes)
         ann = timed(lambda v, s=searcher: s._vector(v, None, 10), probes)
         recall = recall_at_10(searcher, probes)
@@ -198,13 +202,13 @@ def main() -> int:
         f"{time.perf_counter() - start:.1f} s; vector index from {ANN_MIN_ROWS} rows, "
         f"nprobes {NPROBES}, refine factor {REFINE_FACTOR}"
     )
-    fp = fingerprint(embedder.model_id, embedder.dimension, embedder.max_tokens, SplitSettings())
+    fp = Fingerprint.of(embedder.info, SplitSettings())
     report: dict = {"sweep": sweep(base, probes, rng) if args.sweep else None, "sizes": {}}
 
     for rows in args.sizes:
         uri = str(WORK / f"index-{rows}")
         seconds = build(uri, rows, base, texts, fp, rng)
-        searcher = Searcher(uri)
+        searcher = Searcher(Dataset(uri))
         indexed = "vector" in searcher.indexed_columns()
         print(
             f"\n{rows} chunks (written and finalized in {seconds:.1f} s; "

@@ -1,13 +1,20 @@
-"""Wall time of `python -m flows.query` commands, next to the import floor.
+"""Wall time of the everyday commands, from process start to exit, next to the import floors.
 
-    .venv/bin/python -m benchmarks.startup [--index URI] [--runs N]
+    .venv/bin/python -m benchmarks.startup [--corpus DIR] [--index URI] [--runs N]
 
-Each command runs N times (default 5) in a fresh interpreter; the median is printed:
-the floor `python -c "import prefect, lancedb"`, `--help`, `--stats`, `--sources`, a missing
-dataset, and one question, first with no Prefect server (the flow starts a temporary one, as
-a user without a server gets) and then against a `prefect server start` that this script
-runs on a free 127.0.0.1 port with its own home folder. The dataset defaults to data/index
-(`make demo` builds it). Prints a table and one JSON line.
+Every command runs N times (default 5) in a fresh interpreter and the median is printed:
+
+- the floors `python -c "import prefect, lancedb"` and `python -c "import onnxruntime, tokenizers"`;
+- `flows.query --help`, `--stats`, `--sources`;
+- one question in the default mode and in `--mode fts`, and a no-change re-run of
+  `flows.ingest` on the corpus, each first with no Prefect server running (what a user without
+  a server gets) and then against a `prefect server start` that this script runs on a free
+  127.0.0.1 port with its own home folder;
+- the same question from a folder outside the repository, no server.
+
+The corpus defaults to ../shared/corpus/md/rust-book; its dataset is built once under
+.cache/bench/ (or taken from --index). Only command lines are run, so the script measures
+any version of the code. Prints a table and one JSON line.
 """
 
 from __future__ import annotations
@@ -25,24 +32,24 @@ from pathlib import Path
 
 import httpx
 
-from tasks.store import DEFAULT_INDEX_URI
-
 ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus" / "md" / "rust-book"
 QUESTION = "How do references and borrowing work in Rust?"
 
 
-def _median_seconds(args: list[str], env: dict[str, str], runs: int) -> float:
-    """Median wall time of `python args...` over `runs` runs; fails loudly on a crash."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        result = subprocess.run(
-            [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True
-        )
-        times.append(time.perf_counter() - start)
-        if result.returncode not in (0, 1):
-            raise SystemExit(f"{args} exited {result.returncode}:\n{result.stderr[-2000:]}")
-    return statistics.median(times)
+def _run(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
+    """Wall seconds of one `python args...`; stops the benchmark on an unexpected exit."""
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True)
+    seconds = time.perf_counter() - start
+    if result.returncode not in (0, 2):  # 2: an ingest run in which some files failed
+        tail = result.stderr.decode(errors="replace")[-2000:]
+        raise SystemExit(f"{args} exited {result.returncode}:\n{tail}")
+    return seconds
+
+
+def _median(args: list[str], env: dict[str, str], runs: int, cwd: Path = ROOT) -> float:
+    return statistics.median(_run(args, env, cwd) for _ in range(runs))
 
 
 def _free_port() -> int:
@@ -77,35 +84,52 @@ def _start_server(home: Path, env: dict[str, str]) -> tuple[subprocess.Popen, st
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.startup")
-    parser.add_argument("--index", default=DEFAULT_INDEX_URI)
+    parser.add_argument("--corpus", default=str(CORPUS), help="folder indexed for the runs")
+    parser.add_argument("--index", help="its dataset (default: built under .cache/bench/)")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    if not Path(args.index).exists():
-        raise SystemExit(f"no dataset at {args.index}: run `make demo` first, or pass --index")
-    work = Path(tempfile.mkdtemp(prefix="doc-indexer-startup-"))
+    corpus = Path(args.corpus).resolve()
+    if not corpus.is_dir():
+        raise SystemExit(f"corpus not found: {corpus} (../shared is not present?)")
+    index = Path(args.index or ROOT / ".cache" / "bench" / f"{corpus.name}-index").resolve()
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    query = ["-m", "flows.query", "--index", args.index]
+    ingest = ["-m", "flows.ingest", str(corpus), "--index", str(index)]
+    if not index.exists():
+        print(f"building {index} from {corpus} …", file=sys.stderr, flush=True)
+        _run(ingest, env)
+    query = ["-m", "flows.query", "--index", str(index)]
+    elsewhere = Path(tempfile.mkdtemp(prefix="doc-indexer-startup-"))
     commands = {
         "floor: import prefect, lancedb": ["-c", "import prefect, lancedb"],
+        "floor: import onnxruntime, tokenizers": ["-c", "import onnxruntime, tokenizers"],
         "query --help": ["-m", "flows.query", "--help"],
         "query --stats": [*query, "--stats"],
         "query --sources": [*query, "--sources"],
-        "query, missing dataset": ["-m", "flows.query", "x", "--index", str(work / "none")],
-        "query, no server running": [*query, QUESTION],
     }
-    result = {name: _median_seconds(argv, env, args.runs) for name, argv in commands.items()}
-    server, api = _start_server(work / "server-home", env)
+    with_server = {
+        "query, default mode": [*query, QUESTION],
+        "query, --mode fts": [*query, QUESTION, "--mode", "fts"],
+        "ingest, no change": ingest,
+    }
+    result = {name: _median(argv, env, args.runs) for name, argv in commands.items()}
+    for name, argv in with_server.items():
+        result[f"{name}, no server"] = _median(argv, env, args.runs)
+    # From another folder: `python -m` needs the project on the path, as an installed package.
+    result["query, default mode, no server, another folder"] = _median(
+        [*query, QUESTION], {**env, "PYTHONPATH": str(ROOT)}, args.runs, cwd=elsewhere
+    )
+    server, api = _start_server(elsewhere / "server-home", env)
     try:
-        with_server = {**env, "PREFECT_API_URL": api}
-        result["query, server running"] = _median_seconds(
-            [*query, QUESTION], with_server, args.runs
-        )
+        for name, argv in with_server.items():
+            result[f"{name}, server running"] = _median(
+                argv, {**env, "PREFECT_API_URL": api}, args.runs
+            )
     finally:
         server.terminate()
         server.wait(30)
     result = {name: round(seconds, 2) for name, seconds in result.items()}
     width = max(map(len, result))
-    print(f"median wall seconds over {args.runs} runs")
+    print(f"median wall seconds over {args.runs} runs; corpus {corpus}")
     for name, seconds in result.items():
         print(f"{name:<{width}}  {seconds:6.2f}")
     print(json.dumps(result))

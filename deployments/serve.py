@@ -24,7 +24,7 @@ from pathlib import Path
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 
 from flows.ingest import ingest
-from tasks.store import DEFAULT_INDEX_URI
+from tasks.dataset.location import DEFAULT_INDEX_URI
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT / "data" / "sample"

@@ -18,44 +18,66 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger
+from pydantic import field_validator
 
+from flows.cli import exit_status
 from flows.ingest import ingest
-from tasks.evaluate import read_qrels, score_run
-from tasks.search import MODES, SearchParams, read_queries, search_task
-from tasks.store import DatasetError, dataset_exists, read_fingerprint
+from flows.query import search_task
+from tasks.core.options import Settings, add_options, flow_parameters, option, parse_options
+from tasks.dataset.dataset import Dataset
+from tasks.eval.metrics import read_qrels, score_run
+from tasks.search.params import MODES, Mode, SearchParams
+from tasks.search.queries import read_queries
+
+
+class EvaluateRequest(Settings):
+    """A benchmark: its corpus, queries and judgements, and how to run it."""
+
+    corpus: str = option(..., "folder of documents the qrels name")
+    queries: str = option(..., 'JSON Lines of {"qid", "query"}')
+    qrels: str = option(..., "TSV: qid, file, relevance")
+    modes: list[Mode] = option(list(MODES), "the modes to score", flag="--mode", several=True)
+    index_uri: str | None = option(
+        None, "dataset to reuse (built from the corpus if missing)", flag="--index"
+    )
+    k: int = option(10, "cut-off", flag="-k", ge=1)
+
+    @field_validator("corpus")
+    @classmethod
+    def _is_a_folder(cls, value: str) -> str:
+        if not Path(value).is_dir():
+            raise ValueError(f"corpus folder not found: {value}")
+        return value
 
 
 @flow(name="evaluate")
-def evaluate(
-    corpus: str,
-    queries: str,
-    qrels: str,
-    modes: Sequence[str] = MODES,
-    index_uri: str | None = None,
-    k: int = 10,
-) -> dict:
+@flow_parameters(EvaluateRequest)
+def evaluate(request: EvaluateRequest) -> dict[str, Any]:
     """Metrics per mode for the queries and judgements against the corpus."""
     logger = get_run_logger()
-    batch, judgements = read_queries(queries), read_qrels(qrels)
-    with _dataset(corpus, index_uri) as uri:
+    batch, judgements = read_queries(request.queries), read_qrels(request.qrels)
+    with _dataset(request.corpus, request.index_uri) as uri:
         texts = [q.query for q in batch]
         results = {}
-        for mode in modes:
-            hits = search_task(uri, texts, SearchParams(k=k, mode=mode, per_doc=True))
-            ranked = zip(batch, hits, strict=True)
-            run = {q.qid: [hit.doc_id for hit in found] for q, found in ranked}
-            results[mode] = score_run(run, judgements, k)
+        for mode in request.modes:
+            params = SearchParams(k=request.k, mode=mode, per_doc=True)
+            hits = search_task(uri, texts, params)
+            run = {
+                q.qid: [hit.doc_id for hit in found] for q, found in zip(batch, hits, strict=True)
+            }
+            results[mode] = score_run(run, judgements, request.k)
             logger.info("%s: %s", mode, results[mode])
-        model = read_fingerprint(uri)["model"]
+        model = Dataset(uri).fingerprint.model
     return {
-        "corpus": corpus,
-        "index": index_uri,
+        "corpus": request.corpus,
+        "index": request.index_uri,
         "model": model,
         "queries": len(batch),
         "judged_queries": len(judgements),
-        "k": k,
+        "k": request.k,
         "modes": results,
     }
 
@@ -66,7 +88,7 @@ def _dataset(corpus: str, index_uri: str | None) -> Iterator[str]:
     into it (or into a temporary dataset, removed afterwards, when there is no URI). A store
     that cannot be reached fails at once, before any ingest."""
     if index_uri is not None:
-        if not dataset_exists(index_uri):
+        if not Dataset(index_uri).exists():
             ingest(source_dir=corpus, index_uri=index_uri)
         yield index_uri
         return
@@ -76,46 +98,26 @@ def _dataset(corpus: str, index_uri: str | None) -> Iterator[str]:
         yield uri
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m flows.evaluate",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--corpus", required=True, help="folder of documents the qrels name")
-    parser.add_argument("--queries", required=True, help='JSON Lines of {"qid", "query"}')
-    parser.add_argument("--qrels", required=True, help="TSV: qid, file, relevance")
-    parser.add_argument("--mode", nargs="+", choices=MODES, default=list(MODES))
-    parser.add_argument("--index", help="dataset to reuse (built from the corpus if missing)")
-    parser.add_argument("-k", type=int, default=10, help="cut-off (default: %(default)s)")
+    add_options(parser, EvaluateRequest)
     args = parser.parse_args(argv)
-    if not Path(args.corpus).is_dir():
-        parser.error(f"corpus folder not found: {args.corpus}")
+    request = parse_options(parser, args, EvaluateRequest)
     try:
-        read_queries(args.queries), read_qrels(args.qrels)  # clear errors before the flow
+        read_queries(request.queries), read_qrels(request.qrels)  # clear errors before the flow
     except (OSError, ValueError) as exc:
         parser.error(str(exc))
-    if args.k < 1:
-        parser.error("-k must be at least 1")
-    return args
+    request = request.model_copy(update={"corpus": str(Path(request.corpus).resolve())})
 
+    def run() -> int:
+        print(json.dumps(evaluate(**request.options()), indent=2))
+        return 0
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        report = evaluate(
-            corpus=str(Path(args.corpus).resolve()),
-            queries=args.queries,
-            qrels=args.qrels,
-            modes=args.mode,
-            index_uri=args.index,
-            k=args.k,
-        )
-    except DatasetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(report, indent=2))
-    return 0
+    return exit_status(run)
 
 
 if __name__ == "__main__":

@@ -21,101 +21,78 @@ import json
 import sys
 import textwrap
 from collections.abc import Sequence
-from dataclasses import asdict, fields, replace
-from datetime import datetime, timedelta
+from dataclasses import asdict
+from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 from prefect.runtime import deployment
-from pydantic import BaseModel, ConfigDict, model_validator
 
-from tasks.search import (
-    MODES,
-    TYPES,
-    Hit,
-    Searcher,
-    SearchParams,
-    index_stats,
-    list_sources,
-    prefer_latency,
-    read_queries,
-    search_task,
-    snippet,
-)
-from tasks.storage import local_path
-from tasks.store import DEFAULT_INDEX_URI, DatasetError
+from flows.cli import exit_status
+from tasks.core.artifacts import publish_artifact
+from tasks.core.options import Settings, add_options, flow_parameters, option, parse_options
+from tasks.dataset.dataset import Dataset
+from tasks.dataset.location import DatasetOption, local_path
+from tasks.search.hits import Hit
+from tasks.search.info import index_stats, list_sources
+from tasks.search.params import SearchParams
+from tasks.search.queries import read_queries
+from tasks.search.request import Question
+from tasks.search.searcher import Searcher
+from tasks.search.snippet import snippet
 
 SCORE_MEANING = {
     "vector": "cosine similarity",
     "fts": "BM25",
     "hybrid": "reciprocal-rank fusion of vector and full-text ranks",
 }
-DEFAULT_PORT = 8765
-REFRESH = timedelta(seconds=1)  # how stale the service's view of the dataset may be
+
+
+class ArtifactOption(Settings):
+    artifact: bool | None = option(
+        None, "publish the hits as the query-hits table artifact (default: in deployment runs)"
+    )
+
+
+class QueryRequest(DatasetOption, SearchParams, Question, ArtifactOption):
+    """The query flow's parameters: a question, its search options, the dataset."""
+
+
+def search_texts(index_uri: str, texts: list[str], params: SearchParams) -> list[list[Hit]]:
+    """Open the dataset and its model once, then search for every text."""
+    return Searcher(Dataset(index_uri)).search_many(texts, params)
+
+
+search_task = task(name="search", retries=1, cache_policy=NO_CACHE)(search_texts)
 
 
 @flow(name="query")
-def query(
-    text: str,
-    index_uri: str = DEFAULT_INDEX_URI,
-    k: int = 5,
-    source: str | None = None,
-    mode: str | None = None,
-    type: str | None = None,
-    section: str | None = None,
-    since: datetime | str | None = None,
-    until: datetime | str | None = None,
-    min_score: float | None = None,
-    per_doc: bool = False,
-    artifact: bool | None = None,
-) -> list[Hit]:
-    """The k best chunks for `text`; see SearchParams for the options.
+@flow_parameters(QueryRequest)
+def query(request: QueryRequest) -> list[Hit]:
+    """The k best chunks for `text`.
 
     `artifact` publishes the hits as a table artifact; by default only deployment runs do.
     """
-    params = SearchParams(
-        k=k,
-        mode=mode,
-        source=source,
-        type=type,
-        section=section,
-        since=since,
-        until=until,
-        min_score=min_score,
-        per_doc=per_doc,
+    params = request.narrow(SearchParams)
+    get_run_logger().info(
+        "query %r on %s with %s", request.text, request.index_uri, params.describe()
     )
-    get_run_logger().info("query %r on %s with %s", text, index_uri, _describe(params))
-    hits = search_task(index_uri, [text], params)[0]
-    if artifact if artifact is not None else deployment.id is not None:
-        _publish(text, index_uri, params, hits)
+    hits = search_task(request.index_uri, [request.text], params)[0]
+    if request.artifact if request.artifact is not None else deployment.id is not None:
+        _publish(request, params, hits)
     return hits
 
 
 @flow(name="query-batch")
-def query_batch(
-    texts: list[str], index_uri: str = DEFAULT_INDEX_URI, params: SearchParams | None = None
-) -> list[list[Hit]]:
+def query_batch(texts: list[str], index_uri: str, params: SearchParams) -> list[list[Hit]]:
     """Hits for each text, with the model and tables loaded once."""
-    params = params or SearchParams()
-    get_run_logger().info("%d queries on %s with %s", len(texts), index_uri, _describe(params))
+    get_run_logger().info("%d queries on %s with %s", len(texts), index_uri, params.describe())
     return search_task(index_uri, texts, params)
 
 
-def _describe(params: SearchParams) -> str:
-    """The options that differ from the defaults, for the run log."""
-    default = SearchParams()
-    changed = {
-        f.name: getattr(params, f.name)
-        for f in fields(params)
-        if getattr(params, f.name) != getattr(default, f.name)
-    }
-    return ", ".join(f"{name}={value!r}" for name, value in changed.items()) or "defaults"
-
-
-def _publish(text: str, index_uri: str, params: SearchParams, hits: list[Hit]) -> None:
+def _publish(request: QueryRequest, params: SearchParams, hits: list[Hit]) -> None:
     """The hits as the `query-hits` table artifact; a failure to publish is only a warning."""
     from prefect.artifacts import create_table_artifact
-
-    from tasks.report import publish_artifact
 
     rows = [
         {
@@ -124,7 +101,7 @@ def _publish(text: str, index_uri: str, params: SearchParams, hits: list[Hit]) -
             "source": hit.doc_id,
             "section": hit.section,
             "page": hit.page_number,
-            "snippet": snippet(hit.text, text, width=200),
+            "snippet": snippet(hit.text, request.text, width=200),
         }
         for rank, hit in enumerate(hits, start=1)
     ]
@@ -133,7 +110,8 @@ def _publish(text: str, index_uri: str, params: SearchParams, hits: list[Hit]) -
         create_table_artifact,
         key="query-hits",
         table=rows,
-        description=f"{len(hits)} hits for `{text}` in `{index_uri}` ({_describe(params)}).",
+        description=f"{len(hits)} hits for `{request.text}` in `{request.index_uri}` "
+        f"({params.describe()}).",
     )
 
 
@@ -153,7 +131,7 @@ def render_table(hits: list[Hit], text: str) -> str:
     return "\n".join(lines)
 
 
-def render_stats(stats: dict) -> str:
+def render_stats(stats: dict[str, Any]) -> str:
     by_status = ", ".join(f"{n} {status}" for status, n in stats["documents_by_status"].items())
     indexes = "; ".join(
         f"{i['type']} on {', '.join(i['columns'])} ({i['unindexed_rows'] or 0} unindexed)"
@@ -173,162 +151,89 @@ def render_stats(stats: dict) -> str:
     )
 
 
-def render_sources(sources: list[dict]) -> str:
+def render_sources(sources: list[dict[str, Any]]) -> str:
     lines = [f"{'status':<8} {'chunks':>6}  document"]
     for row in sources:
-        error = f"  ({row['error']})" if row["error"] else ""
-        lines.append(f"{row['status']:<8} {row['n_chunks']:>6}  {row['doc_id']}{error}")
+        problem = f"  ({row['reason']}: {row['error']})" if row["reason"] else ""
+        lines.append(f"{row['status']:<8} {row['n_chunks']:>6}  {row['doc_id']}{problem}")
     return "\n".join(lines)
 
 
-class SearchRequest(BaseModel):
-    """The body of POST /search: the question and the command line's search options."""
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    from flows.service import ServiceSettings
 
-    model_config = ConfigDict(extra="forbid")
-
-    text: str
-    k: int = 5
-    mode: str | None = None
-    source: str | None = None
-    type: str | None = None
-    section: str | None = None
-    since: str | None = None
-    until: str | None = None
-    min_score: float | None = None
-    per_doc: bool = False
-
-    def params(self) -> SearchParams:
-        return SearchParams(**self.model_dump(exclude={"text"}))
-
-    @model_validator(mode="after")
-    def _valid(self) -> SearchRequest:
-        if not self.text.strip():
-            raise ValueError("text is empty")
-        self.params()  # ValueError → 422 with its message
-        return self
-
-
-def create_app(searcher: Searcher):
-    """The HTTP service: GET /health, POST /search, GET /stats on one open Searcher."""
-    from fastapi import FastAPI, HTTPException
-
-    app = FastAPI(title="doc-indexer search")
-
-    @app.get("/health")
-    def health() -> dict:
-        return {"status": "ok", "index": searcher.uri, "table_version": searcher.chunks.version}
-
-    @app.post("/search")
-    def search(request: SearchRequest) -> list[dict]:
-        try:
-            hits = searcher.search(request.text, request.params())
-        except DatasetError as exc:
-            raise HTTPException(status_code=409, detail=str(exc)) from None
-        return [asdict(hit) for hit in hits]
-
-    @app.get("/stats")
-    def stats() -> dict:
-        return index_stats(searcher)
-
-    return app
-
-
-def serve(index_uri: str, host: str, port: int) -> None:
-    """Serve the dataset over HTTP until interrupted.
-
-    What later ingest runs commit shows up within REFRESH (checking on every request costs
-    2–3 ms a query here; once a second, well under 1 ms).
-    """
-    import uvicorn
-
-    searcher = Searcher(index_uri, consistency=REFRESH)
-    prefer_latency()
-    searcher.embedder()  # load the model before the first request
-    print(f"serving {index_uri} on http://{host}:{port}", flush=True)
-    uvicorn.run(create_app(searcher), host=host, port=port, log_level="warning")
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m flows.query",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("text", nargs="?", help="the question or search text")
-    parser.add_argument(
-        "--index", default=DEFAULT_INDEX_URI, help="LanceDB dataset URI (default: %(default)s)"
-    )
+    add_options(parser, Question)
+    add_options(parser, DatasetOption)
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--queries-file", metavar="FILE", help='JSON Lines of {"qid", "query"}')
     what.add_argument("--stats", action="store_true", help="describe the dataset")
     what.add_argument("--sources", action="store_true", help="list the indexed documents")
     what.add_argument("--serve", action="store_true", help="run the HTTP search service")
-    search = parser.add_argument_group("search options")
-    search.add_argument("-k", type=int, default=5, help="number of hits (default: %(default)s)")
-    search.add_argument("--mode", choices=MODES, help="default: hybrid if the index has FTS")
-    search.add_argument("--source", metavar="GLOB", help="only documents whose path matches")
-    search.add_argument("--type", choices=sorted(TYPES), help="only documents of this type")
-    search.add_argument("--section", metavar="TEXT", help="only sections whose path contains")
-    search.add_argument("--since", metavar="WHEN", help="documents modified at or after")
-    search.add_argument("--until", metavar="WHEN", help="documents modified before")
-    search.add_argument("--min-score", type=float, metavar="X", help="score floor (see above)")
-    search.add_argument("--per-doc", action="store_true", help="best chunk per document only")
-    search.add_argument("--model", help="refuse a dataset not built with this model")
+    add_options(parser.add_argument_group("search options"), SearchParams)
+    parser.add_argument("--model", help="refuse a dataset not built with this model")
     output = parser.add_argument_group("output")
     output.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    output.add_argument("--artifact", action="store_true", help="publish a Prefect artifact")
-    service = parser.add_argument_group("service")
-    service.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
-    service.add_argument("--port", type=int, default=DEFAULT_PORT, help="default: %(default)s")
+    add_options(output, ArtifactOption)
+    add_options(parser.add_argument_group("service"), ServiceSettings)
     args = parser.parse_args(argv)
-
     needs_text = not (args.queries_file or args.stats or args.sources or args.serve)
-    if needs_text and not (args.text and args.text.strip()):
-        parser.error("the search text is empty (or use --queries-file, --stats, --sources)")
     if not needs_text and args.text:
         parser.error("a search text cannot be combined with that option")
-    try:
-        args.params = SearchParams(**{f.name: getattr(args, f.name) for f in fields(SearchParams)})
-    except ValueError as exc:
-        # SearchParams messages start with the field name; say it as the option instead.
-        name, _, rest = str(exc).partition(" ")
-        parser.error(f"{'-k' if name == 'k' else '--' + name.replace('_', '-')} {rest}")
-    return args
+    if needs_text and args.text is None:
+        parser.error("give the search text (or use --queries-file, --stats, --sources, --serve)")
+    return parser, args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        if args.serve:
-            serve(args.index, args.host, args.port)
-            return 0
-        searcher = Searcher(args.index)  # fail fast, before Prefect or the model start
-        if args.stats:
-            stats = index_stats(searcher)
-            print(json.dumps(stats, indent=2) if args.json else render_stats(stats))
-            return 0
-        if args.sources:
-            sources = list_sources(searcher)
-            rendered = json.dumps(sources, indent=2, ensure_ascii=False)
-            print(rendered if args.json else render_sources(sources))
-            return 0
-        if args.model:
-            searcher.check_model(args.model)
-        mode = searcher.resolve_mode(args.params.mode)
-        if mode != "fts":
-            searcher.embedder()  # load (or refuse) the model before the flow starts
-        params = replace(args.params, mode=mode)
-        if args.queries_file:
-            return _run_batch(args.queries_file, args.index, params)
-        hits = query(text=args.text, index_uri=args.index, artifact=args.artifact, **asdict(params))
-    except DatasetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    if args.json:
+    parser, args = parse_args(argv)
+    dataset = parse_options(parser, args, DatasetOption)
+    if args.serve:
+        from flows.service import ServiceSettings, serve
+
+        service = parse_options(parser, args, ServiceSettings)
+        return exit_status(lambda: serve(dataset.index_uri, service))
+    if args.stats or args.sources:
+        return exit_status(lambda: _describe(dataset.index_uri, args.stats, args.json))
+    params = parse_options(parser, args, SearchParams)
+    if args.queries_file:
+        return exit_status(lambda: _run_batch(args.queries_file, dataset.index_uri, params))
+    request = parse_options(parser, args, QueryRequest)
+    return exit_status(lambda: _ask(request, args.model, args.json))
+
+
+def _describe(index_uri: str, stats: bool, as_json: bool) -> int:
+    searcher = Searcher(Dataset(index_uri))
+    if stats:
+        found = index_stats(searcher)
+        print(json.dumps(found, indent=2) if as_json else render_stats(found))
+    else:
+        sources = list_sources(searcher)
+        print(
+            json.dumps(sources, indent=2, ensure_ascii=False)
+            if as_json
+            else render_sources(sources)
+        )
+    return 0
+
+
+def _ask(request: QueryRequest, model: str | None, as_json: bool) -> int:
+    searcher = Searcher(Dataset(request.index_uri))  # fail fast, before Prefect or the model
+    if model:
+        searcher.check_model(model)
+    mode = searcher.resolve_mode(request.mode)
+    if mode != "fts":
+        searcher.embedder()  # load (or refuse) the model before the flow starts
+    hits = query(**request.model_copy(update={"mode": mode}).options())
+    if as_json:
         print(json.dumps([asdict(hit) for hit in hits], ensure_ascii=False, indent=2))
     elif hits:
         print(f"{len(hits)} hits, mode {mode} (score: {SCORE_MEANING[mode]})")
-        print(render_table(hits, args.text))
+        print(render_table(hits, request.text))
     else:
         print("no matching chunks")
     return 0
@@ -340,6 +245,10 @@ def _run_batch(path: str, index_uri: str, params: SearchParams) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    searcher = Searcher(Dataset(index_uri))
+    params = params.model_copy(update={"mode": searcher.resolve_mode(params.mode)})
+    if params.mode != "fts":
+        searcher.embedder()
     results = query_batch(texts=[q.query for q in queries], index_uri=index_uri, params=params)
     for batch_query, hits in zip(queries, results, strict=True):
         record = {"qid": batch_query.qid, "hits": [asdict(hit) for hit in hits]}

@@ -3,9 +3,10 @@
     python -m flows.restore TAG [--index URI]
     python -m flows.restore --list [--index URI]
 
-Every ingest run tags the versions it produced (`run-<UTC timestamp>`, named in its summary);
-the newest 10 are kept. Restoring commits those versions again as the current ones, for both
-the chunks table and the documents ledger, so the next ingest run picks up from there.
+Every ingest run that changed the dataset tags the versions it produced (`run-<UTC
+timestamp>`, named in its summary); the newest 10 are kept. Restoring commits those versions
+again as the current ones, for both the chunks table and the documents ledger, so the next
+ingest run picks up from there.
 """
 
 from __future__ import annotations
@@ -16,43 +17,51 @@ from collections.abc import Sequence
 
 from prefect import flow, get_run_logger
 
-from tasks.store import DEFAULT_INDEX_URI, DatasetError, restore_dataset, run_tags
+from flows.cli import exit_status
+from tasks.core.options import add_options, flow_parameters, parse_options, positional
+from tasks.dataset.dataset import Dataset
+from tasks.dataset.location import DatasetError, DatasetOption
+
+
+class RestoreRequest(DatasetOption):
+    tag: str = positional("the run tag to restore (see --list)")
 
 
 @flow(name="restore")
-def restore(tag: str, index_uri: str = DEFAULT_INDEX_URI) -> int:
+@flow_parameters(RestoreRequest)
+def restore(request: RestoreRequest) -> int:
     """Make the tagged versions current; returns the new chunks table version."""
-    version = restore_dataset(index_uri, tag)
-    get_run_logger().info("restored %s to %s (chunks table version %d)", index_uri, tag, version)
+    version = Dataset(request.index_uri).restore(request.tag)
+    get_run_logger().info(
+        "restored %s to %s (chunks table version %d)", request.index_uri, request.tag, version
+    )
     return version
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m flows.restore", description=__doc__.split("\n")[0]
+        prog="python -m flows.restore", description=(__doc__ or "").split("\n")[0]
     )
-    parser.add_argument("tag", nargs="?", help="run tag to restore (see --list)")
-    parser.add_argument(
-        "--index", default=DEFAULT_INDEX_URI, help="LanceDB dataset URI (default: %(default)s)"
-    )
+    add_options(parser, RestoreRequest)
     parser.add_argument("--list", action="store_true", help="list the run tags and their versions")
     args = parser.parse_args(argv)
     if not args.list and not args.tag:
         parser.error("give a TAG to restore, or --list")
-    try:
-        tags = run_tags(args.index)
+    index_uri = parse_options(parser, args, DatasetOption).index_uri
+
+    def run() -> int:
+        tags = Dataset(index_uri).run_tags()
         if args.list:
             for name, version in tags.items():
                 print(f"{name}  chunks table version {version}")
             return 0
         if args.tag not in tags:
-            raise DatasetError(f"no tag {args.tag!r} in {args.index}; see --list")
-    except DatasetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    version = restore(tag=args.tag, index_uri=args.index)
-    print(f"restored {args.index} to {args.tag} (chunks table version {version})")
-    return 0
+            raise DatasetError(f"no tag {args.tag!r} in {index_uri}; see --list")
+        version = restore(tag=args.tag, index_uri=index_uri)
+        print(f"restored {index_uri} to {args.tag} (chunks table version {version})")
+        return 0
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":

@@ -11,31 +11,53 @@ embedder is cached per process) and keeps it for every batch it embeds.
 from __future__ import annotations
 
 import sys
+from typing import Any, Literal
 
 from prefect.context import get_run_context
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+from pydantic import model_validator
 
-TASK_RUNNERS = ("threads", "dask")
+from tasks.core.options import Settings, option
 
 
-def make_task_runner(name: str, dask_address: str | None = None) -> TaskRunner:
-    """The task runner called `name`; `dask_address` connects to a running Dask scheduler."""
-    if name not in TASK_RUNNERS:
-        raise ValueError(f"unknown task runner {name!r}; choose from {', '.join(TASK_RUNNERS)}")
-    if name == "threads":
+class RunnerSettings(Settings):
+    """The command line's choice of task runner (deployments use the default)."""
+
+    task_runner: Literal["threads", "dask"] = option(
+        "threads", "where tasks run: threads in this process, or a Dask cluster"
+    )
+    dask_address: str | None = option(
+        None,
+        "a running Dask scheduler; without it, --task-runner dask starts a local cluster",
+        metavar="tcp://HOST:PORT",
+    )
+
+    @model_validator(mode="after")
+    def _address_needs_dask(self) -> RunnerSettings:
+        if self.dask_address and self.task_runner != "dask":
+            raise ValueError("--dask-address needs --task-runner dask")
+        return self
+
+
+def make_task_runner(settings: RunnerSettings) -> TaskRunner[Any]:
+    """The task runner the settings name."""
+    if settings.task_runner == "threads":
         return ThreadPoolTaskRunner()
     from prefect_dask import DaskTaskRunner
 
-    return DaskTaskRunner(address=dask_address) if dask_address else DaskTaskRunner()
+    if settings.dask_address:
+        return DaskTaskRunner(address=settings.dask_address)
+    return DaskTaskRunner()
 
 
 def parallel_batches() -> int:
     """How many batches the running flow embeds at once.
 
     One per Dask worker thread; otherwise one, because threads in one process share one model
-    and torch already uses every core for a single batch.
+    and the model already uses every core for a single batch.
     """
-    runner = get_run_context().task_runner
+    context = get_run_context()
+    runner = getattr(context, "task_runner", None)  # a flow run's context has one
     dask_runners = sys.modules.get("prefect_dask")  # not imported: not running on Dask
     if dask_runners is None or not isinstance(runner, dask_runners.DaskTaskRunner):
         return 1

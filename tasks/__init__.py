@@ -1,3 +1,16 @@
-"""Pipeline steps of doc-indexer; importing the package first sets up the offline environment."""
+"""doc-indexer's pipeline: plain, typed functions in layers, each importing only those below it.
 
-from tasks import offline  # noqa: F401
+    core     records, failure reasons, options, offline environment   (no Prefect, no LanceDB)
+    text     splitting and full-text analysis                          (core)
+    embed    embedding backends behind one protocol                    (core)
+    dataset  the LanceDB dataset: schema, location, one Dataset object (core, text)
+    ingest   discover → load → split → embed → write, and their Prefect task wrappers
+    search   search modes, filters, fusion, snippets                   (core, text, embed, dataset)
+    eval     retrieval metrics                                         (core)
+
+`flows/` (the Prefect flows and command lines) sits on top; tests/test_layers.py checks the
+order and that there are no import cycles. Importing the package first sets up the offline
+environment (tasks/core/offline.py).
+"""
+
+from tasks.core import offline  # noqa: F401

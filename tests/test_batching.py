@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from flows.ingest import file_batches, parse_args
-from tasks.records import SourceFile
+import pytest
+
+from flows.ingest import main
+from tasks.core.records import SourceFile
+from tasks.ingest.pipeline import BatchSettings, file_batches
 
 KIB = 1024
 
@@ -16,9 +19,9 @@ def sources(*sizes_kib: int) -> list[SourceFile]:
 
 
 def test_batches_hold_at_most_the_file_count_and_are_labelled_in_order():
-    batches = file_batches(sources(1, 1, 1, 1, 1), size=2, max_bytes=1024 * KIB)
-    assert [label for label, _ in batches] == ["[batch 1/3]", "[batch 2/3]", "[batch 3/3]"]
-    assert [[s.doc_id for s in part] for _, part in batches] == [
+    batches = file_batches(sources(1, 1, 1, 1, 1), BatchSettings(batch_size=2, batch_mb=1))
+    assert [batch.label for batch in batches] == ["[batch 1/3]", "[batch 2/3]", "[batch 3/3]"]
+    assert [[s.doc_id for s in batch.files] for batch in batches] == [
         ["f0.md", "f1.md"],
         ["f2.md", "f3.md"],
         ["f4.md"],
@@ -27,17 +30,20 @@ def test_batches_hold_at_most_the_file_count_and_are_labelled_in_order():
 
 def test_batches_close_before_the_byte_limit_and_a_big_file_goes_alone():
     files = sources(300, 500, 400, 2000, 10, 10)
-    batches = file_batches(files, size=32, max_bytes=1024 * KIB)
-    assert [[s.doc_id for s in part] for _, part in batches] == [
+    batches = file_batches(files, BatchSettings(batch_size=32, batch_mb=1))
+    assert [[s.doc_id for s in batch.files] for batch in batches] == [
         ["f0.md", "f1.md"],  # 800 KiB; the next 400 would pass 1 MiB
         ["f2.md"],
         ["f3.md"],  # over the limit on its own
         ["f4.md", "f5.md"],
     ]
-    assert [s for _, part in batches for s in part] == files, "every file once, in order"
-    assert file_batches([], size=32, max_bytes=KIB) == []
+    assert [s for batch in batches for s in batch.files] == files, "every file once, in order"
+    assert file_batches([], BatchSettings()) == []
 
 
-def test_the_command_line_takes_a_batch_byte_limit(tmp_path):
-    assert parse_args([str(tmp_path)]).batch_mb == 4.0
-    assert parse_args([str(tmp_path), "--batch-mb", "0.5"]).batch_mb == 0.5
+def test_the_command_line_refuses_batch_limits_out_of_bounds(tmp_path, capsys):
+    for option in (["--batch-mb", "0"], ["--batch-size", "0"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([str(tmp_path), *option])
+        assert exit_info.value.code == 2
+        assert f"{option[0]}: Input should be greater than" in capsys.readouterr().err

@@ -8,10 +8,12 @@ import uuid
 import lancedb
 import pytest
 
-import tasks.load as load_module
+import tasks.ingest.parse as parse_module
 from flows.ingest import ingest
-from tasks.schema import CHUNKS_TABLE
-from tasks.store import DatasetError, write_task
+from tasks.core.reasons import Reason
+from tasks.dataset.location import DatasetError
+from tasks.dataset.schema import CHUNKS_TABLE
+from tasks.ingest.steps import write_task
 
 pytestmark = pytest.mark.integration
 
@@ -34,8 +36,10 @@ def chunk_set(uri):
 @pytest.fixture
 def count_partitions(monkeypatch):
     calls = []
-    real = load_module.partition
-    monkeypatch.setattr(load_module, "partition", lambda s, d: calls.append(s.doc_id) or real(s, d))
+    real = parse_module.partition
+    monkeypatch.setattr(
+        parse_module, "partition", lambda s, d: calls.append(s.doc_id) or real(s, d)
+    )
     return calls
 
 
@@ -78,7 +82,7 @@ def test_rerun_after_failed_writes_reuses_finished_work(
         patch.setattr(write_task, "fn", disk_full)
         patch.setattr(write_task, "retries", 0)
         failed = ingest(source_dir=str(corpus), index_uri=uri, batch_size=1, parse_timeout=0)
-    assert [reason.split(":")[0] for _, reason in failed.failed] == ["batch_failed"] * 3
+    assert [problem.reason for problem in failed.failed] == [Reason.BATCH_FAILED] * 3
     assert sorted(count_partitions) == ["note0.md", "note1.md", "note2.md"]
     assert chunk_set(uri) == []
 

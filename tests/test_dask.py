@@ -6,7 +6,7 @@ import lancedb
 import numpy as np
 import pytest
 
-from tasks.schema import CHUNKS_TABLE
+from tasks.dataset.schema import CHUNKS_TABLE
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ def _table(uri: str) -> dict[str, tuple[str, np.ndarray]]:
 
 def _embedder_calls() -> dict[str, int]:
     """Run on each Dask worker: how often it looked up, and how often it loaded, a model."""
-    from tasks.embed import get_embedder
+    from tasks.embed.models import get_embedder
 
     info = get_embedder.cache_info()
     return {"calls": info.hits + info.misses, "loads": info.misses}
@@ -30,21 +30,22 @@ def test_dask_cluster_writes_the_same_rows_as_threads(prefect_backend, small_cor
     from prefect.settings import PREFECT_TASKS_REFRESH_CACHE, temporary_settings
 
     from flows.ingest import ingest
-    from flows.runners import make_task_runner
+    from flows.runners import RunnerSettings, make_task_runner
 
     source = str(small_corpus)
     # Recompute every task: the second run must not take the first run's cached results.
     with temporary_settings({PREFECT_TASKS_REFRESH_CACHE: True}):
-        threads = ingest(source, index_uri=str(tmp_path / "threads"), batch_size=1)
+        threads = ingest(source_dir=source, index_uri=str(tmp_path / "threads"), batch_size=1)
         with (
             LocalCluster(
                 n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
             ) as cluster,
             Client(cluster) as client,
         ):
-            on_dask = ingest.with_options(
-                task_runner=make_task_runner("dask", cluster.scheduler_address)
-            )(source, index_uri=str(tmp_path / "dask"), batch_size=1)
+            runner = RunnerSettings(task_runner="dask", dask_address=cluster.scheduler_address)
+            on_dask = ingest.with_options(task_runner=make_task_runner(runner))(
+                source_dir=source, index_uri=str(tmp_path / "dask"), batch_size=1
+            )
             per_worker = client.run(_embedder_calls)
 
     assert threads.indexed == on_dask.indexed == 5 and not on_dask.failed

@@ -18,7 +18,7 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from tasks.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
+from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 
 from .conftest import ROOT, SAMPLE
 from .servers import prefect_server, start, stop, tail, wait_for

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.embed import (
+from tasks.embed.base import token_length_groups
+from tasks.embed.hash_backend import HashEmbedder
+from tasks.embed.models import (
     DEFAULT_MODEL_ID,
-    HashEmbedder,
     get_embedder,
+    model_info,
     model_spec_for,
-    token_length_groups,
+    token_counter,
 )
 
 
@@ -29,14 +31,16 @@ def test_hash_embedder_is_deterministic_unit_and_discriminating():
 
 def test_embedders_are_created_once_per_process():
     assert get_embedder("hash:32") is get_embedder("hash:32")
-    assert get_embedder("hash:32").dimension == 32
+    assert get_embedder("hash:32").info.dimension == 32
 
 
+@pytest.mark.model
 def test_bundled_model_encodes_normalised_384d_vectors():
     embedder = get_embedder()
-    assert embedder.model_id == DEFAULT_MODEL_ID
-    assert model_spec_for(embedder.model_id) == "all-MiniLM-L6-v2"
-    assert (embedder.dimension, embedder.max_tokens) == (384, 256)
+    assert embedder.info.model_id == DEFAULT_MODEL_ID
+    assert model_spec_for(embedder.info.model_id) == "all-MiniLM-L6-v2"
+    assert (embedder.info.dimension, embedder.info.max_tokens) == (384, 256)
+    assert model_info("all-MiniLM-L6-v2") == embedder.info, "read without loading: the same"
     vectors = embedder.encode(
         ["How do I borrow a value in Rust?", "Borrowing a value with a reference", "苹果派的做法"]
     )
@@ -52,6 +56,7 @@ def test_token_length_groups_hold_neighbouring_token_counts():
     assert token_length_groups([], size=3) == []
 
 
+@pytest.mark.model
 def test_bundled_model_encodes_in_token_length_groups_in_input_order():
     """Code is short in characters but long in tokens: grouping goes by tokens, and the
     vectors come back in input order, equal to the library's own encode."""
@@ -75,15 +80,21 @@ def test_bundled_model_encodes_in_token_length_groups_in_input_order():
     assert np.abs(vectors - library).max() < 1e-5
 
 
+@pytest.mark.model
 def test_token_counts_use_the_models_tokenizer():
     embedder = get_embedder()
-    short, long = embedder.count_tokens(["hello world", "word " * 300])
+    texts = ["hello world", "word " * 300, "這是中文 mixed with code: fn main() {}"]
+    short, long, _ = embedder.count_tokens(texts)
     assert short == 4  # [CLS] hello world [SEP]
     assert long == 302
+    assert token_counter("all-MiniLM-L6-v2")(texts) == embedder.count_tokens(texts), (
+        "splitting counts with the tokenizer file alone, exactly as the model does"
+    )
     with pytest.raises(ValueError):
         get_embedder("hash:notanumber")
 
 
+@pytest.mark.model
 @pytest.mark.parametrize(("spec", "min_cosine"), [("onnx", 0.999), ("onnx-int8", 0.98)])
 def test_onnx_backends_agree_with_torch(spec, min_cosine):
     texts = [
@@ -101,5 +112,6 @@ def test_onnx_backends_agree_with_torch(spec, min_cosine):
     # Sentences; a one-word or empty text (only [CLS] [SEP]) drifts most under int8 (~0.975).
     assert (vectors[:3] * reference[:3]).sum(axis=1).min() >= min_cosine
     assert onnx.count_tokens(texts) == get_embedder().count_tokens(texts)
-    assert onnx.model_id.startswith(DEFAULT_MODEL_ID + "+onnx-")
-    assert model_spec_for(onnx.model_id) == f"{spec}:all-MiniLM-L6-v2"
+    assert onnx.info.model_id.startswith(DEFAULT_MODEL_ID + "+onnx-")
+    assert model_spec_for(onnx.info.model_id) == f"{spec}:all-MiniLM-L6-v2"
+    assert model_info(f"{spec}:all-MiniLM-L6-v2") == onnx.info

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from flows.evaluate import main
-from tasks.evaluate import ndcg, read_qrels, recall, reciprocal_rank, score_run
-from tasks.store import run_tags
+from tasks.dataset.dataset import Dataset
+from tasks.eval.metrics import ndcg, read_qrels, recall, reciprocal_rank, score_run
 
 
 def test_metrics_match_hand_computed_values():
@@ -72,10 +72,10 @@ def test_evaluate_ingests_once_then_reuses_the_index(prefect_backend, benchmark,
         assert set(scores) == {"ndcg@10", "recall@10", "mrr@10"}
         assert scores["recall@10"] == 1.0  # three documents: every one is in the top ten
     assert report["modes"]["vector"]["mrr@10"] == 1.0
-    tags = run_tags(uri)
+    tags = Dataset(uri).run_tags()
     assert main([*benchmark, "--index", uri, "--mode", "fts"]) == 0
     assert set(json.loads(capsys.readouterr().out)["modes"]) == {"fts"}
-    assert run_tags(uri) == tags, "the existing index was reused, not ingested again"
+    assert Dataset(uri).run_tags() == tags, "the existing index was reused, not ingested again"
 
 
 @pytest.mark.integration

@@ -13,13 +13,15 @@ import pytest
 
 from flows.ingest import ingest
 from flows.query import query
-from tasks.discover import discover
-from tasks.embed import get_embedder
-from tasks.load import load_batch
-from tasks.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
-from tasks.split import SplitSettings, split_batch
+from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
+from tasks.embed.models import get_embedder
+from tasks.ingest.discover import discover
+from tasks.ingest.load import LoadSettings, load_batch
+from tasks.ingest.steps import split_batch
+from tasks.text.split import SplitSettings
 
 from .conftest import ROOT, SAMPLE, build_small_corpus
+from .fixtures.sample_rows import read_rows
 
 pytestmark = pytest.mark.integration
 
@@ -148,7 +150,9 @@ def test_cli_errors_are_one_line_and_non_zero(tmp_path):
     )
     assert "Traceback" not in missing.stderr
     bad_k = run_cli("flows.query", "anything", "-k", "0", home=tmp_path)
-    assert bad_k.returncode == 2 and "-k must be at least 1" in bad_k.stderr
+    assert (
+        bad_k.returncode == 2 and "-k: Input should be greater than or equal to 1" in bad_k.stderr
+    )
     bad_dir = run_cli("flows.ingest", str(tmp_path / "nowhere"), home=tmp_path)
     assert bad_dir.returncode == 2 and "source folder not found" in bad_dir.stderr
     bad_split = run_cli(
@@ -177,7 +181,7 @@ def test_ingest_cli_prints_a_summary_and_exits_zero(tmp_path):
 
 def test_no_sample_chunk_exceeds_the_model_token_window():
     """Load and split the whole bundled sample with the real tokenizer: nothing is truncated."""
-    documents = load_batch(list(discover(SAMPLE).files))
+    documents = load_batch(list(discover(SAMPLE).files), LoadSettings())
     assert all(doc.status == "indexed" for doc in documents), [
         d.error for d in documents if d.error
     ]
@@ -185,4 +189,18 @@ def test_no_sample_chunk_exceeds_the_model_token_window():
     assert sum(result.over_window for result in results) == 0
     embedder = get_embedder()
     counts = embedder.count_tokens([c.text for r in results for c in r.chunks])
-    assert max(counts) <= embedder.max_tokens
+    assert max(counts) <= embedder.info.max_tokens
+
+
+def test_the_sample_gives_the_rows_it_always_gave(prefect_backend, tmp_path):
+    """data/sample ingested now gives the chunk ids, text hashes and vectors recorded in
+    tests/fixtures/sample_rows.json (from the code before the restructuring; see that
+    module for how to record them again after a deliberate change)."""
+    uri = str(tmp_path / "index")
+    ingest(source_dir=str(SAMPLE), index_uri=uri, model="all-MiniLM-L6-v2")
+    rows = read_rows(uri)
+    expected = json.loads((ROOT / "tests" / "fixtures" / "sample_rows.json").read_text("utf-8"))
+    assert sorted(rows) == sorted(expected), "the same chunk ids"
+    assert {k: v[0] for k, v in rows.items()} == {k: v[0] for k, v in expected.items()}
+    worst = max(abs(a - b) for k in rows for a, b in zip(rows[k][1], expected[k][1], strict=True))
+    assert worst < 1e-3, f"vectors moved by up to {worst}"

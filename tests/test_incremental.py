@@ -11,27 +11,27 @@ from pathlib import Path
 import lancedb
 import pytest
 
-import tasks.discover as discover_module
-import tasks.store as store_module
-from tasks.cache_keys import SPLIT_CACHE
-from tasks.discover import LedgerEntry, Scan, discover, plan_changes
-from tasks.embed import HashEmbedder
-from tasks.records import Block, Document, SourceFile
-from tasks.schema import CHUNKS_TABLE, DOCUMENTS_TABLE, fingerprint
-from tasks.split import SplitSettings, split_document
-from tasks.store import (
-    DatasetError,
-    dataset_lock,
-    finalize_dataset,
-    prepare_dataset,
-    read_ledger,
-    restore_dataset,
-    run_tags,
-    write_documents,
-)
+import tasks.dataset.dataset as dataset_module
+import tasks.ingest.discover as discover_module
+from tasks.core.reasons import Status
+from tasks.core.records import Block, Document, LedgerEntry, SourceFile
+from tasks.dataset.dataset import KEEP_RUN_TAGS, Dataset
+from tasks.dataset.location import DatasetError
+from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE, Fingerprint
+from tasks.embed.hash_backend import HashEmbedder
+from tasks.ingest.cache_keys import SPLIT_CACHE
+from tasks.ingest.discover import Scan, discover, plan_changes
+from tasks.text.split import SplitSettings, split_document
 
 EMBEDDER = HashEmbedder(16)
-FP = fingerprint(EMBEDDER.model_id, 16, 256, SplitSettings(200, 20))
+SPLIT = SplitSettings(chunk_size=200, chunk_overlap=20)
+FP = Fingerprint.of(EMBEDDER.info, SPLIT)
+
+
+def prepared(uri: str) -> Dataset:
+    dataset = Dataset(uri)
+    dataset.prepare(FP)
+    return dataset
 
 
 def source(doc_id: str, content_hash: str = "h") -> SourceFile:
@@ -39,7 +39,7 @@ def source(doc_id: str, content_hash: str = "h") -> SourceFile:
 
 
 def entry(content_hash: str = "h", status: str = "indexed", fp: str = "fp") -> LedgerEntry:
-    return LedgerEntry(content_hash, status, fp)
+    return LedgerEntry(content_hash, Status(status), fp)
 
 
 def test_plan_indexes_new_changed_failed_and_refingerprinted_files():
@@ -109,7 +109,7 @@ def test_size_and_mtime_fast_path_skips_hashing(tmp_path, monkeypatch):
     (tmp_path / "b.md").write_text("beta", "utf-8")
     first = {f.doc_id: f for f in discover(tmp_path).files}
     known = {
-        d: LedgerEntry(f.content_hash, "indexed", "fp", f.size, f.mtime_us)
+        d: LedgerEntry(f.content_hash, Status.INDEXED, "fp", f.size, f.mtime_us)
         for d, f in first.items()
     }
     (tmp_path / "b.md").write_text("beta, edited", "utf-8")
@@ -128,17 +128,16 @@ def test_ledger_round_trips_size_and_exact_mtime(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# A\n\nText.", "utf-8")
     found = discover(tmp_path / "docs").files[0]
-    uri = str(tmp_path / "index")
-    prepare_dataset(uri, FP)
-    write_documents(uri, [Document(found, "A", (Block("Text."),))], [], EMBEDDER.encode([]), FP)
-    ledger = read_ledger(uri)["a.md"]
+    dataset = prepared(str(tmp_path / "index"))
+    dataset.write_batch([Document(found, "A", (Block("Text."),))], [], EMBEDDER.encode([]))
+    ledger = dataset.ledger()["a.md"]
     assert (ledger.size, ledger.mtime_us) == (found.size, found.mtime_us)
 
 
-def _write_version(uri: str, text: str) -> None:
+def _write_version(dataset: Dataset, text: str) -> None:
     doc = Document(source("a.md", text), "A", (Block(text, "A", 1),))
-    chunks = list(split_document(doc, SplitSettings(200, 20)).chunks)
-    write_documents(uri, [doc], chunks, EMBEDDER.encode([c.text for c in chunks]), FP)
+    chunks = list(split_document(doc, SPLIT).chunks)
+    dataset.write_batch([doc], chunks, EMBEDDER.encode([c.text for c in chunks]))
 
 
 def _texts(uri: str) -> list[str]:
@@ -147,17 +146,20 @@ def _texts(uri: str) -> list[str]:
 
 def test_run_tags_name_versions_that_can_be_restored(tmp_path):
     uri = str(tmp_path / "index")
-    prepare_dataset(uri, FP)
-    _write_version(uri, "First version.")
-    finalize_dataset(uri, "run-1")
-    _write_version(uri, "Second version.")
-    finalize_dataset(uri, "run-2")
-    assert list(run_tags(uri)) == ["run-1", "run-2"]
-    restore_dataset(uri, "run-1")
+    dataset = prepared(uri)
+    assert not dataset.is_finalized()
+    _write_version(dataset, "First version.")
+    dataset.finalize("run-1")
+    assert dataset.is_finalized()
+    _write_version(dataset, "Second version.")
+    assert not dataset.is_finalized(), "a write since the last run tag"
+    dataset.finalize("run-2")
+    assert list(dataset.run_tags()) == ["run-1", "run-2"]
+    dataset.restore("run-1")
     assert _texts(uri) == ["First version."]
-    assert read_ledger(uri)["a.md"].content_hash == "First version."
+    assert Dataset(uri).ledger()["a.md"].content_hash == "First version."
     with pytest.raises(DatasetError, match="no tag 'run-9'"):
-        restore_dataset(uri, "run-9")
+        Dataset(uri).restore("run-9")
 
 
 def _file_count(path: str) -> int:
@@ -166,22 +168,20 @@ def _file_count(path: str) -> int:
 
 @pytest.mark.filterwarnings("ignore:optimize\\(cleanup_older_than=0\\)")
 def test_versions_and_files_stay_bounded_over_50_small_runs(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(store_module, "MIN_VERSION_AGE", __import__("datetime").timedelta(0))
+    monkeypatch.setattr(dataset_module, "MIN_VERSION_AGE", __import__("datetime").timedelta(0))
     uri = str(tmp_path / "index")
-    prepare_dataset(uri, FP)
+    dataset = prepared(uri)
     for name in ("b.md", "c.md"):
         doc = Document(source(name), name, (Block(f"Stable text of {name}."),))
-        write_documents(
-            uri,
+        dataset.write_batch(
             [doc],
-            list(split_document(doc, SplitSettings(200, 20)).chunks),
+            list(split_document(doc, SPLIT).chunks),
             EMBEDDER.encode([f"Stable text of {name}."]),
-            FP,
         )
     counts = []
     for run in range(1, 51):
-        _write_version(uri, f"Edit number {run}.")
-        finalize_dataset(uri, f"run-{run:03d}")
+        _write_version(dataset, f"Edit number {run}.")
+        dataset.finalize(f"run-{run:03d}")
         table = lancedb.connect(uri).open_table(CHUNKS_TABLE)
         counts.append((run, len(table.list_versions()), _file_count(uri)))
     with capsys.disabled():
@@ -192,7 +192,7 @@ def test_versions_and_files_stay_bounded_over_50_small_runs(tmp_path, monkeypatc
             counts[24],
             counts[49],
         )
-    assert len(run_tags(uri)) == store_module.KEEP_RUN_TAGS
+    assert len(dataset.run_tags()) == KEEP_RUN_TAGS
     # Bounded: once the first runs fill the retention window (10 tags, plus versions younger
     # than a fraction of a second), the counts stop growing.
     first_half, second_half = counts[:25], counts[25:]
@@ -207,7 +207,7 @@ def test_versions_and_files_stay_bounded_over_50_small_runs(tmp_path, monkeypatc
 
 def test_key_indexes_exist_before_the_first_merge(tmp_path):
     uri = str(tmp_path / "index")
-    prepare_dataset(uri, FP)
+    prepared(uri)
     db = lancedb.connect(uri)
     chunk_keys = {c for index in db.open_table(CHUNKS_TABLE).list_indices() for c in index.columns}
     doc_keys = {c for index in db.open_table(DOCUMENTS_TABLE).list_indices() for c in index.columns}
@@ -215,16 +215,16 @@ def test_key_indexes_exist_before_the_first_merge(tmp_path):
 
 
 def test_a_second_run_waits_for_the_dataset_lock(tmp_path, caplog):
-    uri = str(tmp_path / "index")
+    dataset = Dataset(str(tmp_path / "index"))
     logger = logging.getLogger("test-lock")
     order = []
-    with dataset_lock(uri, timeout=5, logger=logger):
+    with dataset.lock(timeout=5, logger=logger):
         with pytest.raises(DatasetError, match="another ingest run is still writing"):
-            with dataset_lock(uri, timeout=0.2, logger=logger):
+            with dataset.lock(timeout=0.2, logger=logger):
                 pass
 
         def second_run():
-            with dataset_lock(uri, timeout=30, logger=logger):
+            with Dataset(dataset.uri).lock(timeout=30, logger=logger):
                 order.append("second")
 
         waiter = threading.Thread(target=second_run)
@@ -244,8 +244,10 @@ def test_split_cache_key_changes_with_settings_and_code(monkeypatch):
             None, {"documents": [doc], "settings": settings, "model": "m"}, {}
         )
 
-    base = key(SplitSettings(200, 20))
-    assert key(SplitSettings(200, 20)) == base
-    assert key(SplitSettings(300, 20)) != base
-    monkeypatch.setattr("tasks.cache_keys.code_version", lambda *modules: "edited splitter source")
-    assert key(SplitSettings(200, 20)) != base
+    base = key(SplitSettings(chunk_size=200, chunk_overlap=20))
+    assert key(SplitSettings(chunk_size=200, chunk_overlap=20)) == base
+    assert key(SplitSettings(chunk_size=300, chunk_overlap=20)) != base
+    monkeypatch.setattr(
+        "tasks.ingest.cache_keys.code_version", lambda *modules: "edited splitter source"
+    )
+    assert key(SplitSettings(chunk_size=200, chunk_overlap=20)) != base

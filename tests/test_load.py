@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tasks.discover import discover
-from tasks.load import decode_text, load_document
-from tasks.records import EMPTY, FAILED, INDEXED
+from tasks.core.reasons import Reason, Status
+from tasks.ingest.decode import decode_text
+from tasks.ingest.discover import discover
+from tasks.ingest.parse import load_document
 
 from .conftest import ROOT, SAMPLE, shared_path
+
+INDEXED, EMPTY, FAILED = Status.INDEXED, Status.EMPTY, Status.FAILED
 
 
 def load(path: Path, root: Path):
@@ -76,12 +79,11 @@ def test_plain_text_empty_and_binary_files(tmp_path):
         "Second paragraph.",
     ]
     assert docs["empty.md"].status == EMPTY
-    assert docs["image.md"].status == FAILED and docs["image.md"].error.startswith(
-        "not_a_text_document"
-    )
-    assert docs["paper.html"].status == FAILED and docs["paper.html"].error.startswith(
-        "not_a_text_document"
-    )
+    assert docs["empty.md"].reason == Reason.EMPTY_FILE
+    assert docs["image.md"].status == FAILED
+    assert docs["image.md"].reason == Reason.NOT_A_TEXT_DOCUMENT
+    assert docs["paper.html"].status == FAILED
+    assert docs["paper.html"].reason == Reason.NOT_A_TEXT_DOCUMENT
 
 
 @pytest.mark.parametrize(
@@ -108,6 +110,7 @@ def test_legacy_encodings_decode_correctly(relative, phrase):
     assert "\x00" not in text and "\ufffd" not in text
 
 
+@pytest.mark.model
 def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
     """A fresh interpreter with sockets disabled loads md, html, pdf and txt and embeds text."""
     (small_corpus / "notes.txt").write_text("Offline plain text works.", "utf-8")
@@ -123,9 +126,9 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
 
-        from tasks.discover import discover
-        from tasks.embed import get_embedder
-        from tasks.load import load_document
+        from tasks.embed.models import get_embedder
+        from tasks.ingest.discover import discover
+        from tasks.ingest.parse import load_document
 
         by_type = {{}}
         for source in discover({str(small_corpus)!r}).files:
@@ -151,9 +154,9 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
 def test_unstructured_gets_the_blank_sentence_pipeline_not_a_downloaded_model():
     import unstructured.nlp.tokenize as unstructured_tokenize
 
-    from tasks import offline
+    from tasks.ingest.unstructured_offline import install_unstructured_nlp
 
-    offline.install_unstructured_nlp()
+    install_unstructured_nlp()
     nlp = unstructured_tokenize._get_nlp()
     assert nlp.pipe_names == ["sentencizer"] and nlp.meta["name"] != "core_web_sm"
     sentences = unstructured_tokenize.sent_tokenize("Borrowing is checked. References are safe!")

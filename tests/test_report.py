@@ -22,9 +22,11 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from flows.ingest import IngestSummary, ingest
-from tasks import report
-from tasks.report import (
+from flows.ingest import ingest
+from tasks.core.reasons import Reason
+from tasks.dataset.schema import CHUNKS_TABLE
+from tasks.ingest import report
+from tasks.ingest.report import (
     FAILURES_KEY,
     PROGRESS_KEY,
     SUMMARY_KEY,
@@ -34,7 +36,7 @@ from tasks.report import (
     summary_rows,
     terminal_progress,
 )
-from tasks.schema import CHUNKS_TABLE
+from tasks.ingest.summary import FileProblem, IngestSummary
 
 from .conftest import ROOT, SAMPLE
 
@@ -49,8 +51,8 @@ def finished_summary() -> IngestSummary:
         files_seen=9,
         unchanged=3,
         indexed=4,
-        failed=[("docs/broken.pdf", "not_a_pdf: no PDF header")],
-        empties=[("notes/empty.md", "empty_file: 0 bytes")],
+        failed=[FileProblem("docs/broken.pdf", Reason.NOT_A_PDF, "no PDF header")],
+        empties=[FileProblem("notes/empty.md", Reason.EMPTY_FILE, "0 bytes")],
         removed=2,
         chunks_written=40,
         chunks_embedded=30,
@@ -86,11 +88,11 @@ def test_summary_rows_give_every_count_stage_and_the_dataset_version():
     }
 
 
-def test_failure_rows_split_the_reason_from_the_message_at_the_first_separator():
+def test_failure_rows_give_the_reason_and_the_message():
     failed = [
-        ("docs/broken.pdf", f"not_a_pdf: {NOT_A_PDF}"),
-        ("a.md", "batch_failed: OSError: disk full: /data"),
-        ("gone.txt", "vanished"),
+        FileProblem("docs/broken.pdf", Reason.NOT_A_PDF, NOT_A_PDF),
+        FileProblem("a.md", Reason.BATCH_FAILED, "OSError: disk full: /data"),
+        FileProblem("gone.txt", Reason.VANISHED, ""),
     ]
     assert failure_rows(failed) == [
         {"file": "docs/broken.pdf", "reason": "not_a_pdf", "message": NOT_A_PDF},
@@ -144,7 +146,9 @@ def test_the_terminal_bar_is_drawn_only_on_a_terminal_outside_ci(monkeypatch, tt
         monkeypatch.setenv("CI", ci)
     else:
         monkeypatch.delenv("CI", raising=False)
-    summary = IngestSummary(index_uri="x", indexed=2, empties=[("e.md", "empty_file")])
+    summary = IngestSummary(
+        index_uri="x", indexed=2, empties=[FileProblem("e.md", Reason.EMPTY_FILE, "")]
+    )
     summary.chunks_written = 17
     with terminal_progress():
         progress = RunProgress(4, logging.getLogger("test-report"))
@@ -180,7 +184,9 @@ def read_artifacts(flow_run_id) -> dict[str, object]:
 @pytest.mark.integration
 def test_an_ingest_run_publishes_its_summary_failures_and_progress(prefect_backend, tmp_path):
     corpus, uri = make_corpus(tmp_path / "corpus"), str(tmp_path / "index")
-    state = ingest(str(corpus), uri, model="hash", batch_size=1, return_state=True)
+    state = ingest(
+        source_dir=str(corpus), index_uri=uri, model="hash", batch_size=1, return_state=True
+    )
     summary = state.result()
     artifacts = read_artifacts(state.state_details.flow_run_id)
     assert sorted(artifacts) == sorted([SUMMARY_KEY, FAILURES_KEY, PROGRESS_KEY])
@@ -195,7 +201,7 @@ def test_an_ingest_run_publishes_its_summary_failures_and_progress(prefect_backe
         summary.run_tag,
         summary.table_version,
     )
-    assert "**1 failed**" in artifacts[SUMMARY_KEY].description
+    assert "**1 file(s) failed.**" in artifacts[SUMMARY_KEY].description
 
     failures = json.loads(artifacts[FAILURES_KEY].data)
     assert failures == [{"file": "broken.pdf", "reason": "not_a_pdf", "message": NOT_A_PDF}]

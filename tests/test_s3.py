@@ -19,15 +19,15 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-import tasks.storage as storage_module
-import tasks.store as store_module
+import tasks.dataset.dataset as dataset_module
+import tasks.dataset.location as location_module
 from flows import evaluate as evaluate_cli
 from flows import query as query_cli
 from flows import restore as restore_cli
 from flows.ingest import ingest
 from flows.query import query
-from tasks.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
-from tasks.storage import (
+from tasks.dataset.dataset import Dataset
+from tasks.dataset.location import (
     STORAGE_OPTIONS_ENV,
     DatasetError,
     connect,
@@ -35,7 +35,7 @@ from tasks.storage import (
     lock_file,
     storage_options,
 )
-from tasks.store import dataset_lock, finalize_dataset, prepare_dataset, restore_dataset
+from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 
 from .conftest import ROOT, build_small_corpus
 from .test_incremental import FP, _write_version
@@ -67,18 +67,18 @@ def test_local_paths_and_object_store_uris_are_told_apart(tmp_path):
     assert local_path(URI) is None
     assert lock_file(str(tmp_path)) == tmp_path / ".ingest.lock"
     digest = hashlib.sha256(URI.encode()).hexdigest()[:16]
-    assert lock_file(URI) == lock_file(URI + "/") == storage_module.LOCK_DIR / f"{digest}.lock"
+    assert lock_file(URI) == lock_file(URI + "/") == location_module.LOCK_DIR / f"{digest}.lock"
 
 
 def test_runs_on_one_object_store_dataset_share_a_local_lock(tmp_path, monkeypatch):
-    monkeypatch.setattr(storage_module, "LOCK_DIR", tmp_path / "locks")
+    monkeypatch.setattr(location_module, "LOCK_DIR", tmp_path / "locks")
     logger = logging.getLogger("test-s3-lock")
-    with dataset_lock(URI, timeout=5, logger=logger):
+    with Dataset(URI).lock(timeout=5, logger=logger):
         assert lock_file(URI).parent == tmp_path / "locks"
         with pytest.raises(DatasetError, match="another ingest run is still writing"):
-            with dataset_lock(URI, timeout=0.2, logger=logger):
+            with Dataset(URI).lock(timeout=0.2, logger=logger):
                 pass
-        with dataset_lock(f"s3://{BUCKET}/other", timeout=0.2, logger=logger):
+        with Dataset(f"s3://{BUCKET}/other").lock(timeout=0.2, logger=logger):
             pass  # another dataset has its own lock
 
 
@@ -119,21 +119,22 @@ def _s3_options(client) -> str:
 def test_upkeep_keeps_versions_and_objects_bounded_on_s3(s3, monkeypatch):
     """Full-text index, compaction, version cleanup, tags and restore work on the object store."""
     monkeypatch.setenv(STORAGE_OPTIONS_ENV, _s3_options(s3))
-    monkeypatch.setattr(store_module, "MIN_VERSION_AGE", timedelta(0))
-    monkeypatch.setattr(store_module, "KEEP_RUN_TAGS", 2)
+    monkeypatch.setattr(dataset_module, "MIN_VERSION_AGE", timedelta(0))
+    monkeypatch.setattr(dataset_module, "KEEP_RUN_TAGS", 2)
     uri = f"s3://{BUCKET}/upkeep"
-    prepare_dataset(uri, FP)
+    dataset = Dataset(uri)
+    dataset.prepare(FP)
     objects = []
     for run in range(1, 9):
-        _write_version(uri, f"Edit number {run}.")
-        finalize_dataset(uri, f"run-{run}")
+        _write_version(dataset, f"Edit number {run}.")
+        dataset.finalize(f"run-{run}")
         objects.append(len(_keys(s3, "upkeep/")))
     chunks = connect(uri).open_table(CHUNKS_TABLE)
     assert sorted(chunks.tags.list()) == ["run-7", "run-8"]
     assert "text" in {column for index in chunks.list_indices() for column in index.columns}
     assert len(chunks.list_versions()) <= 5
     assert objects[-1] <= max(objects[:3]), objects  # old versions' files are deleted
-    restore_dataset(uri, "run-7")
+    dataset.restore("run-7")
     assert [row["text"] for row in _rows(uri)] == ["Edit number 7."]
 
 
@@ -244,7 +245,8 @@ def test_rerun_edit_delete_and_restore_on_s3(s3_index, s3, capsys):
 
     assert restore_cli.main(["--list", "--index", URI]) == 0
     listed = capsys.readouterr().out
-    assert all(run.run_tag in listed for run in (first, again, changed))
+    assert again.run_tag == "", "a run that changed nothing makes no new version to tag"
+    assert first.run_tag in listed and changed.run_tag in listed
     assert restore_cli.main([first.run_tag, "--index", URI]) == 0
     assert {(r["chunk_id"], r["text_hash"]) for r in _rows()} == before
     assert DELETED in {r["doc_id"] for r in _rows(table=DOCUMENTS_TABLE)}

@@ -11,12 +11,12 @@ import time
 import httpx
 import pytest
 
-from flows.query import parse_args
-from tasks.embed import get_embedder
-from tasks.records import Block, Document, SourceFile
-from tasks.schema import fingerprint
-from tasks.split import SplitSettings, split_document
-from tasks.store import finalize_dataset, prepare_dataset, write_documents
+from flows.service import ServiceSettings
+from tasks.core.records import Block, Document, SourceFile
+from tasks.dataset.dataset import Dataset
+from tasks.dataset.schema import Fingerprint
+from tasks.embed.models import get_embedder
+from tasks.text.split import SplitSettings, split_document
 
 from .conftest import ROOT
 
@@ -27,8 +27,8 @@ def write(uri: str, *documents: tuple[str, str, str]) -> None:
     """Index (doc_id, section, text) documents with the real model, as ingest would."""
     embedder = get_embedder()
     settings = SplitSettings()
-    fp = fingerprint(embedder.model_id, embedder.dimension, embedder.max_tokens, settings)
-    prepare_dataset(uri, fp)
+    dataset = Dataset(uri)
+    dataset.prepare(Fingerprint.of(embedder.info, settings))
     docs = [
         Document(
             SourceFile(doc_id, f"/corpus/{doc_id}", 1, 0, f"h-{doc_id}", "text/markdown"),
@@ -38,8 +38,8 @@ def write(uri: str, *documents: tuple[str, str, str]) -> None:
         for doc_id, section, text in documents
     ]
     chunks = [chunk for doc in docs for chunk in split_document(doc, settings).chunks]
-    write_documents(uri, docs, chunks, embedder.encode([c.text for c in chunks]), fp)
-    finalize_dataset(uri, f"run-{time.time_ns()}")
+    dataset.write_batch(docs, chunks, embedder.encode([c.text for c in chunks]))
+    dataset.finalize(f"run-{time.time_ns()}")
 
 
 def free_port() -> int:
@@ -118,10 +118,10 @@ def test_search_returns_the_cli_json_schema(service):
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({"text": "x", "k": 0}, "k must be at least 1"),
-        ({"text": "x", "mode": "best"}, "mode must be one of"),
-        ({"text": "x", "since": "' OR 1=1 --"}, "since is not a date"),
-        ({"text": "  "}, "text is empty"),
+        ({"text": "x", "k": 0}, "greater than or equal to 1"),
+        ({"text": "x", "mode": "best"}, "Input should be 'vector', 'fts' or 'hybrid'"),
+        ({"text": "x", "since": "' OR 1=1 --"}, "not a date, date-time or age"),
+        ({"text": "  "}, "the search text is empty"),
         ({"text": "x", "colour": "red"}, "colour"),
         ({"k": 3}, "text"),
     ],
@@ -145,6 +145,11 @@ def test_new_table_versions_show_up_without_a_restart(service):
     assert hits[0]["doc_id"] == "stars.md"
 
 
+def test_the_question_may_come_as_query_like_in_batch_files(service):
+    base, _ = service
+    hits = httpx.post(f"{base}/search", json={"query": "Who owns a value in Rust?", "k": 1})
+    assert hits.status_code == 200 and hits.json()[0]["doc_id"] == "rust.md"
+
+
 def test_the_service_binds_to_localhost_unless_told_otherwise():
-    assert parse_args(["--serve"]).host == "127.0.0.1"
-    assert parse_args(["--serve", "--host", "0.0.0.0"]).host == "0.0.0.0"
+    assert ServiceSettings().host == "127.0.0.1"

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.records import Block, Document, SourceFile, chunk_id, document_text
-from tasks.split import SplitSettings, split_document, split_spans
+from tasks.core.records import Block, Document, SourceFile, chunk_id, document_text
+from tasks.text.split import SplitSettings, split_document, split_spans
 
 
 def texts(text: str, config: SplitSettings) -> list[str]:
@@ -20,36 +20,45 @@ def make_document(*blocks: Block, doc_id: str = "doc.md") -> Document:
 
 
 def test_empty_and_blank_input_give_no_chunks():
-    assert split_spans("", SplitSettings(10, 2)) == []
-    assert split_spans(" \n\n \t ", SplitSettings(10, 2)) == []
+    assert split_spans("", SplitSettings(chunk_size=10, chunk_overlap=2)) == []
+    assert split_spans(" \n\n \t ", SplitSettings(chunk_size=10, chunk_overlap=2)) == []
 
 
 def test_short_document_is_one_chunk():
-    assert texts("A short note.", SplitSettings(100, 10)) == ["A short note."]
+    assert texts("A short note.", SplitSettings(chunk_size=100, chunk_overlap=10)) == [
+        "A short note."
+    ]
 
 
 def test_paragraph_boundary_is_preferred():
     text = "First paragraph here.\n\nSecond one, longer."
-    assert texts(text, SplitSettings(25, 0)) == ["First paragraph here.", "Second one, longer."]
+    assert texts(text, SplitSettings(chunk_size=25, chunk_overlap=0)) == [
+        "First paragraph here.",
+        "Second one, longer.",
+    ]
 
 
 def test_recursive_deepening_down_to_single_characters():
     # No separator at all: the character fallback cuts exactly at chunk_size.
-    assert texts("abcdefghij", SplitSettings(4, 0)) == ["abcd", "efgh", "ij"]
+    assert texts("abcdefghij", SplitSettings(chunk_size=4, chunk_overlap=0)) == [
+        "abcd",
+        "efgh",
+        "ij",
+    ]
     # A long word inside a sentence is cut by characters, the rest by spaces.
-    parts = texts("go supercalifragilistic now", SplitSettings(8, 0))
+    parts = texts("go supercalifragilistic now", SplitSettings(chunk_size=8, chunk_overlap=0))
     assert all(len(p) <= 8 for p in parts)
     assert "".join(parts).replace(" ", "") == "gosupercalifragilisticnow"
 
 
 def test_small_pieces_are_merged_greedily():
     text = "a b c d e f g h"
-    assert texts(text, SplitSettings(7, 0)) == ["a b c d", "e f g h"]
+    assert texts(text, SplitSettings(chunk_size=7, chunk_overlap=0)) == ["a b c d", "e f g h"]
 
 
 def test_overlap_repeats_the_tail_of_the_previous_chunk():
     text = " ".join(f"w{i:02d}" for i in range(30))
-    config = SplitSettings(24, 8)
+    config = SplitSettings(chunk_size=24, chunk_overlap=8)
     spans = split_spans(text, config)
     assert len(spans) > 3
     for (a1, b1), (a2, _) in zip(spans, spans[1:], strict=False):
@@ -60,7 +69,7 @@ def test_overlap_repeats_the_tail_of_the_previous_chunk():
 
 def test_cjk_sizes_are_counted_in_characters():
     text = "这是一个测试句子。" * 20  # 180 characters, 540 bytes in UTF-8
-    parts = texts(text, SplitSettings(30, 0))
+    parts = texts(text, SplitSettings(chunk_size=30, chunk_overlap=0))
     assert all(len(p) <= 30 for p in parts)
     assert all(p.endswith("。") for p in parts), "cut at the CJK full stop"
     assert "".join(parts) == text
@@ -68,7 +77,7 @@ def test_cjk_sizes_are_counted_in_characters():
 
 def test_character_fallback_never_splits_a_grapheme():
     text = "e\u0301" * 9 + "👩‍👩‍👧" * 3  # combining accents and ZWJ family emoji
-    for a, b in split_spans(text, SplitSettings(3, 0)):
+    for a, b in split_spans(text, SplitSettings(chunk_size=3, chunk_overlap=0)):
         piece = text[a:b]
         assert not piece.startswith(("\u0301", "\u200d")), piece
         assert not piece.endswith("\u200d"), piece
@@ -76,11 +85,11 @@ def test_character_fallback_never_splits_a_grapheme():
 
 def test_invalid_settings_are_rejected_with_a_clear_error():
     with pytest.raises(ValueError, match="chunk_overlap .* must be smaller than chunk_size"):
-        SplitSettings(100, 100)
-    with pytest.raises(ValueError, match="chunk_size must be a positive"):
-        SplitSettings(0, 0)
-    with pytest.raises(ValueError, match="must not be negative"):
-        SplitSettings(10, -1)
+        SplitSettings(chunk_size=100, chunk_overlap=100)
+    with pytest.raises(ValueError, match="chunk_size\n.*greater than or equal to 1"):
+        SplitSettings(chunk_size=0, chunk_overlap=0)
+    with pytest.raises(ValueError, match="chunk_overlap\n.*greater than or equal to 0"):
+        SplitSettings(chunk_size=10, chunk_overlap=-1)
 
 
 def test_chunks_do_not_straddle_sections_and_inherit_their_metadata():
@@ -91,7 +100,7 @@ def test_chunks_do_not_straddle_sections_and_inherit_their_metadata():
         Block("Fine print.", "Intro > Details", 2),
         Block("Page two text.", "", 0, page_number=2),
     )
-    result = split_document(doc, SplitSettings(1000, 100))
+    result = split_document(doc, SplitSettings(chunk_size=1000, chunk_overlap=100))
     sections = [(c.section, c.heading_level, c.page_number) for c in result.chunks]
     assert sections == [("Intro", 1, None), ("Intro > Details", 2, None), ("", 0, 2)]
     assert result.chunks[1].text == "Details\n\nFine print."
@@ -99,7 +108,7 @@ def test_chunks_do_not_straddle_sections_and_inherit_their_metadata():
 
 def test_chunk_ids_counts_and_offsets():
     doc = make_document(Block("x " * 400, "S", 1))
-    chunks = split_document(doc, SplitSettings(100, 10)).chunks
+    chunks = split_document(doc, SplitSettings(chunk_size=100, chunk_overlap=10)).chunks
     text = document_text(doc.blocks)
     assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
     assert {c.chunk_count for c in chunks} == {len(chunks)}
@@ -111,7 +120,9 @@ def test_chunk_ids_counts_and_offsets():
 def test_token_window_forces_a_second_split():
     doc = make_document(Block("alpha beta gamma delta " * 20, "S", 1))
     count_words = lambda texts: [len(t.split()) for t in texts]  # noqa: E731
-    result = split_document(doc, SplitSettings(1000, 50), count_words, max_tokens=16)
+    result = split_document(
+        doc, SplitSettings(chunk_size=1000, chunk_overlap=50), count_words, max_tokens=16
+    )
     assert result.refit == 1
     assert result.over_window == 0
     assert len(result.chunks) > 1
@@ -120,7 +131,9 @@ def test_token_window_forces_a_second_split():
 
 def test_an_unsplittable_span_is_reported_not_hidden():
     doc = make_document(Block("x" * 50, "S", 1))
-    config = SplitSettings(100, 0, separators=("\n\n", " "))  # no character fallback
+    config = SplitSettings(
+        chunk_size=100, chunk_overlap=0, separators=("\n\n", " ")
+    )  # no character fallback
     result = split_document(doc, config, lambda texts: [99 for _ in texts], max_tokens=10)
     assert result.over_window == 1
     assert [c.text for c in result.chunks] == ["x" * 50]
@@ -133,7 +146,7 @@ def test_an_unsplittable_span_is_reported_not_hidden():
     overlap_share=st.floats(0, 0.9),
 )
 def test_spans_cover_the_text_within_size(text, size, overlap_share):
-    config = SplitSettings(size, int(size * overlap_share))
+    config = SplitSettings(chunk_size=size, chunk_overlap=int(size * overlap_share))
     spans = split_spans(text, config)
     for a, b in spans:
         assert b - a <= size

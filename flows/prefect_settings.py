@@ -1,0 +1,86 @@
+"""doc-indexer's Prefect settings, whatever folder a command runs from.
+
+Prefect reads `prefect.toml` from the working directory only: run from another folder, a
+command would keep its state in ~/.prefect and give a temporary API server Prefect's default
+20 s to start, which is not always enough on a small machine. Importing `flows` therefore
+applies the repository's `prefect.toml` (the one declaration of these settings) as
+environment defaults, before Prefect is imported.
+
+A user's own settings win: a setting is left alone when it is set in the environment, in a
+`prefect.toml` or `pyproject.toml` of the working directory, or in the active Prefect profile.
+Moving the home folder would hide the user's profiles file, so it is named explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+PROJECT_SETTINGS = Path(__file__).resolve().parents[1] / "prefect.toml"
+
+
+def environment_names(table: dict[str, Any], prefix: str = "PREFECT") -> dict[str, Any]:
+    """Prefect's environment variable for each setting of a prefect.toml table, e.g.
+    `[server.ephemeral] startup_timeout_seconds` →
+    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS."""
+    names: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}_{key.upper()}"
+        if isinstance(value, dict):
+            names |= environment_names(value, name)
+        else:
+            names[name] = value
+    return names
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _profiles_file() -> Path | None:
+    """The user's Prefect profiles file, where Prefect would look for it."""
+    if os.environ.get("PREFECT_PROFILES_PATH"):
+        return Path(os.environ["PREFECT_PROFILES_PATH"])
+    home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect")).expanduser()
+    path = home / "profiles.toml"
+    return path if path.is_file() else None
+
+
+def user_settings(cwd: Path) -> set[str]:
+    """The Prefect settings the user has set somewhere Prefect would read them."""
+    names = {name for name in os.environ if name.startswith("PREFECT_")}
+    local = cwd / "prefect.toml"
+    if local.is_file() and local.resolve() != PROJECT_SETTINGS:
+        names |= set(environment_names(_read(local)))
+    names |= set(
+        environment_names(_read(cwd / "pyproject.toml").get("tool", {}).get("prefect", {}))
+    )
+    profiles = _profiles_file()
+    if profiles is not None:
+        document = _read(profiles)
+        active = os.environ.get("PREFECT_PROFILE") or document.get("active", "ephemeral")
+        names |= set(document.get("profiles", {}).get(active, {}))
+    return names
+
+
+def apply(cwd: Path | None = None) -> dict[str, str]:
+    """Set the project's Prefect settings the user has not set; returns what was set."""
+    ours = environment_names(_read(PROJECT_SETTINGS))
+    taken = user_settings(cwd or Path.cwd())
+    applied: dict[str, str] = {}
+    profiles = _profiles_file()
+    if "PREFECT_HOME" not in taken and profiles is not None:
+        applied["PREFECT_PROFILES_PATH"] = str(profiles)  # keep the user's profiles in view
+    for name, value in ours.items():
+        if name in taken:
+            continue
+        if name == "PREFECT_HOME":
+            value = PROJECT_SETTINGS.parent / Path(value).expanduser()
+        applied[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    os.environ.update(applied)
+    return applied

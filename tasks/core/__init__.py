@@ -1,0 +1,1 @@
+"""What every layer shares: records, failure reasons, declared options, the offline environment."""

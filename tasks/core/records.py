@@ -1,0 +1,119 @@
+"""The records that move through the pipeline: source file → document → chunk.
+
+Plain frozen dataclasses: picklable for Prefect result storage, cheap to compare in tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from tasks.core.reasons import Reason, Status
+
+
+def sha256_hex(data: bytes | str) -> str:
+    """Hex sha256 of bytes, or of a string's UTF-8 encoding."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file found under the source root, identified by its path and its bytes."""
+
+    doc_id: str  # path relative to the source root, posix separators
+    path: str  # absolute path on disk
+    size: int
+    mtime_us: int  # modification time, microseconds since the epoch (exact in the ledger)
+    content_hash: str  # sha256 of the file bytes
+    mime_type: str
+
+    @property
+    def title(self) -> str:
+        """The title of a document that has no heading: its file name without the suffix."""
+        return PurePosixPath(self.doc_id).stem
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """What the documents table says about one document, as far as planning a run needs."""
+
+    content_hash: str
+    status: Status
+    pipeline_fingerprint: str
+    size: int = -1
+    mtime_us: int = -1
+
+
+@dataclass(frozen=True)
+class Block:
+    """One partitioned element of a document with the place it came from."""
+
+    text: str
+    section: str = ""  # heading path "A > B > C"; "" before the first heading
+    heading_level: int = 0  # level of the innermost heading in `section`; 0 when none
+    page_number: int | None = None  # 1-based: PDF pages
+
+
+@dataclass(frozen=True)
+class Document:
+    """A loaded source file: its blocks of text, or the reason it has none."""
+
+    source: SourceFile
+    title: str
+    blocks: tuple[Block, ...] = ()
+    status: Status = Status.INDEXED
+    reason: Reason | None = None  # set when status is empty or failed
+    message: str = ""  # the detail of `reason`
+
+    @property
+    def doc_id(self) -> str:
+        return self.source.doc_id
+
+    @classmethod
+    def not_indexed(cls, source: SourceFile, reason: Reason, message: str) -> Document:
+        """A file that ends empty or failed (the reason decides which), with no blocks."""
+        return cls(source, source.title, status=reason.status, reason=reason, message=message)
+
+    @property
+    def error(self) -> str:
+        """ "reason: message" for people (logs, the command line); "" when indexed."""
+        return f"{self.reason}: {self.message}" if self.reason else ""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a document's text that is embedded and stored as one row."""
+
+    chunk_id: str
+    doc_id: str
+    chunk_index: int
+    chunk_count: int
+    text: str
+    char_start: int  # offsets into the document text (blocks joined by BLOCK_SEPARATOR)
+    char_end: int
+    section: str
+    heading_level: int
+    page_number: int | None
+    text_hash: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not self.text_hash:
+            object.__setattr__(self, "text_hash", sha256_hex(self.text))
+
+
+# Blocks are joined with a blank line to form the document text that chunk offsets index.
+BLOCK_SEPARATOR = "\n\n"
+
+
+def document_text(blocks: tuple[Block, ...] | list[Block]) -> str:
+    """The document text that chunk offsets refer to."""
+    return BLOCK_SEPARATOR.join(block.text for block in blocks)
+
+
+def chunk_id(doc_id: str, index: int, count: int) -> str:
+    """Deterministic chunk id, zero-padded to 4 digits or wider when the document needs it."""
+    width = max(4, len(str(max(count - 1, 0))))
+    return f"{doc_id}:chunk:{index:0{width}d}"

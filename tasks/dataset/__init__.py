@@ -1,0 +1,1 @@
+"""The LanceDB dataset: where it lives, its tables and columns, and the one object that opens it."""

@@ -1,0 +1,182 @@
+"""The dataset's layout: two tables, their columns declared once, and the pipeline fingerprint.
+
+`chunks` holds one row per chunk (keyed by chunk_id, with its vector); `documents` is the
+per-file ledger (keyed by doc_id). The fingerprint (model, dimension, token window, splitter
+settings, schema version) is stored in the chunks table's schema metadata, so a dataset
+always says how its rows were made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tasks.core.reasons import Status
+from tasks.core.records import Chunk, Document, sha256_hex
+from tasks.embed.base import ModelInfo
+from tasks.text.split import SplitSettings
+
+CHUNKS_TABLE = "chunks"
+DOCUMENTS_TABLE = "documents"
+SCHEMA_VERSION = 3  # 3: the ledger's reason column
+FINGERPRINT_KEY = b"doc_indexer.fingerprint"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# The chunks table: every field of `Chunk`, then what the row takes from its document. The
+# vector column follows; its width comes from the fingerprint.
+CHUNK_COLUMNS = (
+    pa.field("chunk_id", pa.string(), nullable=False),
+    pa.field("doc_id", pa.string(), nullable=False),
+    pa.field("chunk_index", pa.int32()),
+    pa.field("chunk_count", pa.int32()),
+    pa.field("text", pa.string()),
+    pa.field("char_start", pa.int64()),
+    pa.field("char_end", pa.int64()),
+    pa.field("section", pa.string()),
+    pa.field("heading_level", pa.int32()),
+    pa.field("page_number", pa.int32()),
+    pa.field("text_hash", pa.string()),
+    pa.field("source_path", pa.string()),
+    pa.field("mime_type", pa.string()),
+    pa.field("title", pa.string()),
+    pa.field("doc_hash", pa.string()),
+    pa.field("indexed_at", pa.timestamp("us", tz="UTC")),
+)
+VECTOR_COLUMN = "vector"
+
+# The documents ledger, one row per file seen.
+DOCUMENT_COLUMNS = (
+    pa.field("doc_id", pa.string(), nullable=False),
+    pa.field("source_path", pa.string()),
+    pa.field("content_hash", pa.string()),
+    pa.field("size", pa.int64()),
+    pa.field("mtime", pa.timestamp("us", tz="UTC")),
+    pa.field("mime_type", pa.string()),
+    pa.field("title", pa.string()),
+    pa.field("n_chunks", pa.int32()),
+    pa.field("status", pa.string()),  # a Status
+    pa.field("reason", pa.string()),  # a Reason, when empty or failed
+    pa.field("error", pa.string()),  # the reason's detail
+    pa.field("attempts", pa.int32()),  # consecutive failed attempts; 0 once indexed or empty
+    pa.field("pipeline_fingerprint", pa.string()),  # Fingerprint.id
+    pa.field("indexed_at", pa.timestamp("us", tz="UTC")),
+)
+DOCUMENTS_SCHEMA = pa.schema(DOCUMENT_COLUMNS)
+_CHUNK_FIELDS = [field.name for field in dataclasses.fields(Chunk)]
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What decides a dataset's rows; two runs may write one dataset only if theirs are equal."""
+
+    model: str  # ModelInfo.model_id
+    dimension: int
+    max_tokens: int
+    splitter: str  # the splitter settings, as JSON
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def of(cls, model: ModelInfo, splitter: SplitSettings) -> Fingerprint:
+        return cls(model.model_id, model.dimension, model.max_tokens, splitter.model_dump_json())
+
+    @property
+    def id(self) -> str:
+        """Short stable id, stored on every ledger row."""
+        return sha256_hex(self.to_json())[:16]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Fingerprint:
+        """The fingerprint a dataset recorded; keys this version does not know are dropped,
+        and a dataset of an older version keeps its older schema_version."""
+        values = json.loads(raw)
+        known = {field.name for field in dataclasses.fields(cls)}
+        values.setdefault("schema_version", 1)
+        return cls(**{key: value for key, value in values.items() if key in known})
+
+    def describe(self) -> str:
+        return (
+            f"model {self.model} ({self.dimension}-d), splitter {self.splitter}, "
+            f"dataset layout {self.schema_version}"
+        )
+
+
+def chunks_schema(fp: Fingerprint) -> pa.Schema:
+    return pa.schema(
+        [*CHUNK_COLUMNS, pa.field(VECTOR_COLUMN, pa.list_(pa.float32(), fp.dimension))],
+        metadata={FINGERPRINT_KEY: fp.to_json().encode()},
+    )
+
+
+def stored_fingerprint(schema: pa.Schema) -> Fingerprint | None:
+    raw = (schema.metadata or {}).get(FINGERPRINT_KEY)
+    return Fingerprint.from_json(raw) if raw else None
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def chunk_rows(
+    documents: list[Document],
+    chunks: list[Chunk],
+    vectors: np.ndarray,
+    fp: Fingerprint,
+    at: datetime,
+) -> pa.Table:
+    """Arrow rows for the chunks table; `vectors[i]` belongs to `chunks[i]`."""
+    by_id = {doc.doc_id: doc for doc in documents}
+    columns: dict[str, list[Any]] = {field.name: [] for field in CHUNK_COLUMNS}
+    for chunk in chunks:
+        doc = by_id[chunk.doc_id]
+        row = {name: getattr(chunk, name) for name in _CHUNK_FIELDS}
+        row |= {
+            "source_path": doc.source.path,
+            "mime_type": doc.source.mime_type,
+            "title": doc.title,
+            "doc_hash": doc.source.content_hash,
+            "indexed_at": at,
+        }
+        for name, value in row.items():
+            columns[name].append(value)
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+    vector_column = pa.FixedSizeListArray.from_arrays(flat, fp.dimension)
+    return pa.table({**columns, VECTOR_COLUMN: vector_column}, schema=chunks_schema(fp))
+
+
+def document_rows(
+    documents: list[Document],
+    n_chunks: dict[str, int],
+    attempts: dict[str, int],
+    fp: Fingerprint,
+    at: datetime,
+) -> pa.Table:
+    """Arrow rows for the documents ledger; `attempts` holds the previous failure counts."""
+    rows = [
+        {
+            "doc_id": doc.doc_id,
+            "source_path": doc.source.path,
+            "content_hash": doc.source.content_hash,
+            "size": doc.source.size,
+            "mtime": EPOCH + timedelta(microseconds=doc.source.mtime_us),
+            "mime_type": doc.source.mime_type,
+            "title": doc.title,
+            "n_chunks": n_chunks.get(doc.doc_id, 0),
+            "status": str(doc.status),
+            "reason": str(doc.reason) if doc.reason else None,
+            "error": doc.message or None,
+            "attempts": attempts.get(doc.doc_id, 0) + 1 if doc.status == Status.FAILED else 0,
+            "pipeline_fingerprint": fp.id,
+            "indexed_at": at,
+        }
+        for doc in documents
+    ]
+    return pa.Table.from_pylist(rows, schema=DOCUMENTS_SCHEMA)

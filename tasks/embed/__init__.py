@@ -1,0 +1,1 @@
+"""Embedding backends behind one protocol (`tasks.embed.base.Embedder`), chosen by a model spec."""

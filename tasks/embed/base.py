@@ -1,0 +1,60 @@
+"""What every embedding backend is, and the forward-pass grouping they share.
+
+An `Embedder` turns texts into unit-length float32 vectors; `ModelInfo` says what a model
+produces without loading it (the dataset fingerprint needs only that, so a run with nothing
+to embed never loads a model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+ENCODE_BATCH_SIZE = 64  # texts per forward pass
+
+TokenCounter = Callable[[list[str]], list[int]]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a model spec produces: recorded in the dataset fingerprint."""
+
+    model_id: str  # names the weights and the backend, so vectors of two backends never mix
+    dimension: int
+    max_tokens: int  # the model's token window, special tokens included
+
+
+class Embedder(Protocol):
+    """A loaded model: texts in, one unit-length float32 row per text out."""
+
+    info: ModelInfo
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+    def count_tokens(self, texts: list[str]) -> list[int]: ...
+
+
+def token_length_groups(token_counts: list[int], size: int = ENCODE_BATCH_SIZE) -> list[list[int]]:
+    """Text indices in groups of `size`, longest token counts first, for one forward pass each.
+
+    A forward pass pads every text to the longest in its group, so texts of similar token
+    count belong together. sentence-transformers sorts by characters, which is a poor proxy
+    when prose and code mix (see README, "Pipelining and memory").
+    """
+    order = sorted(range(len(token_counts)), key=lambda i: -token_counts[i])
+    return [order[start : start + size] for start in range(0, len(order), size)]
+
+
+def encode_in_groups(
+    embedder: Embedder, texts: list[str], encode_group: Callable[[list[str]], np.ndarray]
+) -> np.ndarray:
+    """Unit vectors in input order, encoded by `encode_group` in token-length groups."""
+    vectors = np.zeros((len(texts), embedder.info.dimension), dtype=np.float32)
+    window = embedder.info.max_tokens
+    counts = [min(n, window) for n in embedder.count_tokens(texts)] if texts else []
+    for rows in token_length_groups(counts):
+        vectors[rows] = encode_group([texts[i] for i in rows])
+    return vectors

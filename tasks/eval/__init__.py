@@ -1,0 +1,1 @@
+"""Retrieval evaluation: judgements and metrics."""

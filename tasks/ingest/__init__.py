@@ -1,0 +1,1 @@
+"""The ingest pipeline: discover and plan, load, split, embed, write; and its Prefect tasks."""

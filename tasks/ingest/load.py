@@ -1,0 +1,40 @@
+"""The load step: a batch of files to documents, each failure recorded on its document."""
+
+from __future__ import annotations
+
+from tasks.core import faults
+from tasks.core.options import Settings, option
+from tasks.core.reasons import Reason
+from tasks.core.records import Document, SourceFile
+from tasks.ingest.parse import load_document
+from tasks.ingest.parse_worker import WORKER
+
+
+class LoadSettings(Settings):
+    """Limits on loading one file; part of the load step's cache key."""
+
+    max_file_mb: float = option(256.0, "larger files fail as too_large", gt=0)
+    parse_timeout: float = option(
+        300.0, "seconds one file may take to parse; 0 = no limit, in this process", ge=0
+    )
+
+
+def load_batch(sources: list[SourceFile], settings: LoadSettings) -> list[Document]:
+    """Load a batch of files; failures are recorded per document, never raised.
+
+    Files over the size limit are not read. With a parse timeout, each file is parsed in the
+    parser process (tasks/ingest/parse_worker.py), which is replaced if a file overruns it.
+    """
+    faults.maybe_fail("load")
+    documents = []
+    for source in sources:
+        faults.maybe_crash("load")
+        size_mb = source.size / 2**20
+        if size_mb > settings.max_file_mb:
+            message = f"{size_mb:.1f} MiB is over the {settings.max_file_mb:g} MiB limit"
+            documents.append(Document.not_indexed(source, Reason.TOO_LARGE, message))
+        elif settings.parse_timeout:
+            documents.append(WORKER.load(source, settings.parse_timeout))
+        else:
+            documents.append(load_document(source))
+    return documents

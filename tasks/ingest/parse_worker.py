@@ -1,0 +1,112 @@
+"""Parse files in a separate process, so that one pathological file cannot stall a run.
+
+A single long-lived worker process (`python -m tasks.ingest.parse_worker`, sharing no threads
+or model state with the caller) loads one document at a time; requests and results travel as pickles
+over its stdin and a private copy of its stdout (whatever the parsers print goes to stderr).
+If a file takes longer than the timeout, the worker is killed, the file is recorded as failed
+(`parse_timeout`), and a fresh worker starts with the next file. A worker that dies (a crash
+in a native parser) costs only the file it was on.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from tasks.core.reasons import Reason
+from tasks.core.records import Document, SourceFile
+from tasks.ingest.parse import load_document, warm_up
+
+STARTUP_TIMEOUT = 300  # seconds for a fresh worker to import the parsers and load spaCy
+# Parsing runs ahead of embedding; at a lower CPU priority it fills the cycles the model leaves
+# idle instead of stalling the model's threads, which wait for each other (see README).
+NICENESS = 10
+_READY = "ready"
+
+
+class ParseWorker:
+    """The worker process and the pipes to it; safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tasks.ingest.parse_worker"],
+            cwd=Path(__file__).resolve().parents[2],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        self._process = process
+        if _receive(process, STARTUP_TIMEOUT) != _READY:
+            self._stop()
+            raise RuntimeError(f"the parser process did not start within {STARTUP_TIMEOUT} s")
+        return process
+
+    def _stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            for pipe in (self._process.stdin, self._process.stdout):
+                if pipe is not None:
+                    pipe.close()
+        self._process = None
+
+    def load(self, source: SourceFile, timeout: float) -> Document:
+        """The loaded document, or a failed one if the worker overran `timeout` or died."""
+        with self._lock:
+            process = self._process or self._start()
+            try:
+                assert process.stdin is not None
+                pickle.dump(source, process.stdin)
+                process.stdin.flush()
+                document: Document = _receive(process, timeout)
+                return document
+            except TimeoutError:
+                reason, message = Reason.PARSE_TIMEOUT, f"parsing took longer than {timeout:g} s"
+            except (EOFError, OSError, pickle.UnpicklingError) as exc:
+                reason = Reason.PARSE_CRASH
+                message = f"the parser process died ({type(exc).__name__})"
+            self._stop()
+            return Document.not_indexed(source, reason, message)
+
+
+def _receive(process: subprocess.Popen[bytes], timeout: float) -> Any:
+    """The next pickle from the worker; TimeoutError if none arrives in time."""
+    assert process.stdout is not None
+    readable, _, _ = select.select([process.stdout], [], [], timeout)
+    if not readable:
+        raise TimeoutError
+    return pickle.load(process.stdout)
+
+
+WORKER = ParseWorker()
+
+
+def _serve() -> None:
+    """Worker loop: read a SourceFile, write back its Document; EOF ends the loop."""
+    os.nice(NICENESS)
+    results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt results
+    warm_up()
+    pickle.dump(_READY, results)
+    results.flush()
+    requests = sys.stdin.buffer
+    while True:
+        try:
+            source = pickle.load(requests)
+        except EOFError:
+            return
+        pickle.dump(load_document(source), results)
+        results.flush()
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,172 @@
+"""The ingest steps as Prefect tasks: thin wrappers that add retries, caching and run names.
+
+Each task wraps a plain function of the layers below. load, split and embed are cached by
+content (tasks/ingest/cache_keys.py) and keep their results on disk only: by default Prefect
+keeps a flow run's last 1,000 cache-keyed results in memory, i.e. the documents, chunks and
+vectors of up to 1,000 batches. The write step has no cache: a cached write could claim rows
+that are not in the table (e.g. after the dataset folder was deleted); writes are
+idempotent instead.
+
+`TaskStages` plugs these tasks into the batch pipeline (tasks/ingest/pipeline.py) for one
+run on one open dataset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.core import faults
+from tasks.core.artifacts import Logger
+from tasks.core.memory import release_free_memory
+from tasks.core.reasons import Reason
+from tasks.core.records import Chunk, Document
+from tasks.dataset.dataset import Dataset
+from tasks.embed.models import get_embedder, model_info, token_counter
+from tasks.ingest.cache_keys import EMBED_CACHE, LOAD_CACHE, SPLIT_CACHE
+from tasks.ingest.discover import plan_run
+from tasks.ingest.load import LoadSettings, load_batch
+from tasks.ingest.pipeline import Batch, Done, Future, Vectors
+from tasks.ingest.reuse import assemble, texts_to_embed
+from tasks.text.split import SplitResult, SplitSettings, split_documents
+
+
+def split_batch(
+    documents: list[Document], settings: SplitSettings, model: str
+) -> list[SplitResult]:
+    """Chunk loaded documents to fit `model`'s token window, counting with its tokenizer."""
+    window = model_info(model).max_tokens
+    return split_documents(documents, settings, token_counter(model), window)
+
+
+def embed_texts(texts: list[str], model: str) -> np.ndarray:
+    """Unit vectors of `texts` by `model` (loaded once per process, on first use)."""
+    faults.maybe_fail("embed")
+    faults.maybe_crash("embed")
+    return get_embedder(model).encode(texts)
+
+
+# The cached steps: retried, keyed by content, results kept on disk only (see module doc).
+plan_task = task(name="plan", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 5])(
+    plan_run
+)
+load_task = task(
+    name="load",
+    cache_policy=LOAD_CACHE,
+    persist_result=True,
+    cache_result_in_memory=False,
+    retries=2,
+    retry_delay_seconds=[1, 5],
+)(load_batch)
+split_task = task(
+    name="split",
+    cache_policy=SPLIT_CACHE,
+    persist_result=True,
+    cache_result_in_memory=False,
+    retries=1,
+)(split_batch)
+embed_task = task(
+    name="embed",
+    cache_policy=EMBED_CACHE,
+    persist_result=True,
+    cache_result_in_memory=False,
+    retries=2,
+    retry_delay_seconds=[2, 10],
+)(embed_texts)
+
+
+def write_batch(
+    dataset: Dataset, documents: list[Document], chunks: list[Chunk], vectors: np.ndarray
+) -> None:
+    dataset.write_batch(documents, chunks, vectors)
+
+
+def delete_documents(dataset: Dataset, doc_ids: list[str]) -> int:
+    return dataset.delete(doc_ids)
+
+
+def finalize_dataset(dataset: Dataset, run_tag: str) -> int:
+    return dataset.finalize(run_tag)
+
+
+# The steps that change the dataset: retried, never cached (writes are idempotent instead).
+write_task = task(name="write", cache_policy=NO_CACHE, retries=3, retry_delay_seconds=[1, 5, 15])(
+    write_batch
+)
+delete_task = task(name="delete", cache_policy=NO_CACHE, retries=3, retry_delay_seconds=[1, 5, 15])(
+    delete_documents
+)
+finalize_task = task(
+    name="finalize", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10]
+)(finalize_dataset)
+
+
+@dataclass
+class _Assembled(Future[Vectors]):
+    """The batch's vectors once the model's future resolves: stored ones plus new ones."""
+
+    chunks: list[Chunk]
+    stored: dict[str, np.ndarray]
+    hashes: list[str]
+    new: Future[np.ndarray]
+    dimension: int
+
+    def result(self) -> Vectors:
+        embedded = dict(zip(self.hashes, self.new.result(), strict=True))
+        return assemble(self.chunks, self.stored, embedded, self.dimension)
+
+
+@dataclass
+class TaskStages:
+    """The pipeline's stages for one run: Prefect tasks on one open dataset."""
+
+    dataset: Dataset
+    model: str
+    load_settings: LoadSettings
+    split_settings: SplitSettings
+    logger: Logger
+
+    def load(self, batch: Batch) -> Future[list[Document]]:
+        run = load_task.with_options(task_run_name=f"load{batch.label}")
+        return run.submit(list(batch.files), self.load_settings)
+
+    def split(self, batch: Batch, documents: list[Document]) -> list[SplitResult]:
+        run = split_task.with_options(task_run_name=f"split{batch.label}")
+        return run(documents, self.split_settings, self.model)
+
+    def embed(self, batch: Batch, chunks: list[Chunk]) -> Future[Vectors]:
+        """Look up stored vectors here, submit only the new texts to the model."""
+        dimension = self.dataset.fingerprint.dimension
+        stored = self.dataset.stored_vectors([chunk.text_hash for chunk in chunks])
+        todo = texts_to_embed(chunks, stored)
+        if not todo:
+            return Done(assemble(chunks, stored, {}, dimension))
+        run = embed_task.with_options(task_run_name=f"embed{batch.label}")
+        new = run.submit(list(todo.values()), self.model)
+        return _Assembled(chunks, stored, list(todo), new, dimension)
+
+    def write(
+        self, batch: Batch, documents: list[Document], chunks: list[Chunk], vectors: Vectors
+    ) -> None:
+        run = write_task.with_options(task_run_name=f"write{batch.label}")
+        run(self.dataset, documents, chunks, vectors.vectors)
+        release_free_memory()  # or the process keeps every batch's freed buffers
+        self.logger.info(
+            "%s %d documents, %d chunks written", batch.label, len(documents), len(chunks)
+        )
+
+    def fail(self, batch: Batch, error: Exception) -> list[Document]:
+        """Mark a failed batch's files failed in the ledger; their old chunks stay."""
+        self.logger.error(
+            "%s failed after retries: %s: %s", batch.label, type(error).__name__, error
+        )
+        message = f"{type(error).__name__}: {error}"
+        failed = [Document.not_indexed(s, Reason.BATCH_FAILED, message) for s in batch.files]
+        try:
+            self.dataset.record_failed(failed)
+        except Exception as exc:  # noqa: BLE001 - the next run retries these files anyway
+            self.logger.error("could not record the failed batch in the ledger: %s", exc)
+        return failed

@@ -1,0 +1,154 @@
+"""What one ingest run did: counted as batches finish, rendered for the terminal, the run log
+and the Prefect artifacts from the same measures."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from tasks.core.reasons import Reason, Status
+from tasks.core.records import Document
+from tasks.ingest.discover import Plan
+from tasks.ingest.pipeline import BatchOutcome
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """A file that ended empty or failed, and why."""
+
+    doc_id: str
+    reason: Reason
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.doc_id}: {self.reason}: {self.message}"
+
+
+@dataclass
+class IngestSummary:
+    """What one ingest run did; the flow's return value."""
+
+    index_uri: str
+    files_seen: int = 0
+    unchanged: int = 0
+    indexed: int = 0
+    failed: list[FileProblem] = field(default_factory=list)
+    empties: list[FileProblem] = field(default_factory=list)
+    removed: int = 0
+    kept_unseen: int = 0  # not seen, but under a folder that could not be listed
+    files_to_index: int = 0
+    chunks_written: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    chunks_deleted: int = 0
+    chunks_refit: int = 0
+    chunks_truncated: int = 0
+    max_tokens: int = 0
+    table_version: int = 0
+    run_tag: str = ""
+    seconds: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> int:
+        return len(self.empties)
+
+    @property
+    def files_done(self) -> int:
+        """Files of this run's batches that ended indexed, empty or failed, for progress."""
+        return self.indexed + self.empty + len(self.failed)
+
+    @property
+    def outcome(self) -> str:
+        """The flow run's state message."""
+        return f"{len(self.failed)} file(s) failed" if self.failed else "no file failed"
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Add the time spent inside the block to `stage`."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - start
+            self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
+
+    def add_plan(self, plan: Plan) -> None:
+        self.files_seen, self.unchanged = plan.files_seen, len(plan.unchanged)
+        self.files_to_index, self.kept_unseen = len(plan.to_index), len(plan.kept_unseen)
+
+    def add_documents(self, documents: list[Document]) -> None:
+        """Count the outcome of a batch's documents."""
+        for doc in documents:
+            if doc.status == Status.INDEXED:
+                self.indexed += 1
+                continue
+            problem = FileProblem(doc.doc_id, doc.reason or Reason.PARSE_ERROR, doc.message)
+            (self.failed if doc.status == Status.FAILED else self.empties).append(problem)
+
+    def add_batch(self, outcome: BatchOutcome) -> None:
+        """Count a finished batch: its documents and the chunks it wrote."""
+        self.add_documents(outcome.documents)
+        if outcome.vectors is not None:
+            self.chunks_written += outcome.chunks_written
+            self.chunks_embedded += outcome.vectors.embedded
+            self.chunks_reused += outcome.vectors.reused
+        self.chunks_refit += sum(result.refit for result in outcome.splits)
+        self.chunks_truncated += sum(result.over_window for result in outcome.splits)
+
+    # -- the measures, named once; every rendering below reads them -------------------------
+
+    def file_counts(self) -> dict[str, int]:
+        return {
+            "seen": self.files_seen,
+            "indexed": self.indexed,
+            "unchanged": self.unchanged,
+            "empty": self.empty,
+            "failed": len(self.failed),
+            "removed": self.removed,
+        }
+
+    def chunk_counts(self) -> dict[str, int]:
+        return {
+            "written": self.chunks_written,
+            "embedded": self.chunks_embedded,
+            "reused": self.chunks_reused,
+            "deleted": self.chunks_deleted,
+        }
+
+    def measures(self) -> dict[str, object]:
+        """Every figure of the run, one per row of the summary artifact."""
+        return {
+            **{f"files {name}": n for name, n in self.file_counts().items()},
+            **{f"chunks {name}": n for name, n in self.chunk_counts().items()},
+            **{f"seconds {stage}": round(s, 2) for stage, s in self.stage_seconds.items()},
+            "seconds total": round(self.seconds, 2),
+            "dataset tag": self.run_tag,
+            "chunks table version": self.table_version,
+        }
+
+    def counts_line(self) -> str:
+        """ "5 seen, 5 indexed, …; 80 chunks written (…)": the run in one line."""
+        files = ", ".join(f"{n} {name}" for name, n in self.file_counts().items())
+        written, *rest = self.chunk_counts().items()
+        chunks = ", ".join(f"{n} {name}" for name, n in rest)
+        return f"files: {files}; chunks: {written[1]} written ({chunks})"
+
+    def render(self) -> str:
+        """The summary the command line prints."""
+        stages = ", ".join(f"{name} {secs:.1f}" for name, secs in self.stage_seconds.items())
+        embed_seconds = self.stage_seconds.get("embed", 0)
+        rate = self.chunks_embedded / embed_seconds if embed_seconds else 0
+        tag = self.run_tag or "none: nothing changed"
+        lines = [
+            f"index: {self.index_uri} (chunks table version {self.table_version}, tag {tag})",
+            self.counts_line(),
+            f"window: {self.chunks_refit} chunks re-split to fit the {self.max_tokens}-token "
+            f"window, {self.chunks_truncated} would be truncated",
+            f"time: {self.seconds:.1f} s ({stages}); embed {rate:.1f} chunks/s",
+        ]
+        lines += [f"failed: {problem}" for problem in self.failed]
+        lines += [f"empty: {problem}" for problem in self.empties]
+        return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""unstructured without downloads: a blank spaCy pipeline, and PDF support checked up front.
+
+- unstructured 0.27 runs spaCy's `en_core_web_sm` to guess whether a paragraph is narrative
+  text, a title or other text, and downloads that model from GitHub when it is missing.
+  doc-indexer keeps every paragraph the same way whatever that guess says (headings come from
+  Markdown/HTML heading tags, see tasks/ingest/parse.py), so unstructured's single model
+  accessor is handed a blank English pipeline with spaCy's rule-based sentence splitter: no
+  model files, no download, the same blocks (checked on data/sample and ../shared/corpus).
+- `partition_pdf(strategy="fast")` returns `[]` instead of failing when one of its imports is
+  missing; `check_pdf_support()` imports them eagerly so a broken install fails loudly.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+
+@cache
+def sentence_pipeline() -> Any:
+    """A blank English spaCy pipeline that only splits sentences, built once per process."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
+@cache
+def install_unstructured_nlp() -> None:
+    """Point unstructured's spaCy accessor at `sentence_pipeline` (no download, ever)."""
+    import unstructured.nlp.tokenize as unstructured_tokenize
+
+    if not hasattr(unstructured_tokenize, "_get_nlp"):
+        raise RuntimeError(
+            "unstructured.nlp.tokenize has no _get_nlp(); this unstructured release is not "
+            "supported by doc-indexer's offline setup (pinned to unstructured 0.27.x)."
+        )
+    unstructured_tokenize._get_nlp = sentence_pipeline
+
+
+@cache
+def check_pdf_support() -> None:
+    """Import what `partition_pdf(strategy="fast")` needs, raising a clear error if absent."""
+    try:
+        import pdfminer.high_level  # noqa: F401
+        import pikepdf  # noqa: F401
+        import pypdf  # noqa: F401
+        import unstructured.partition.pdf  # noqa: F401
+        import unstructured_inference.inference.layout  # noqa: F401
+    except ImportError as exc:
+        raise RuntimeError(
+            f"PDF support is not installed ({exc}). Run `make install` (it installs "
+            "unstructured-inference with --no-deps beside the light PDF dependencies)."
+        ) from exc

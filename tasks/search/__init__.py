@@ -1,0 +1,1 @@
+"""Searching a dataset: parameters, filters, vector / full-text / hybrid ranking, snippets."""

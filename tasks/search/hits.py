@@ -1,0 +1,38 @@
+"""A search result: a chunk's columns that a reader needs, and its score."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result; what `score` means depends on the mode (tasks/search/searcher.py).
+
+    Every field but `score` is a column of the chunks table (checked by
+    tests/test_contracts.py); `--json` and POST /search return these fields.
+    """
+
+    chunk_id: str
+    doc_id: str
+    source_path: str
+    title: str
+    section: str
+    page_number: int | None
+    chunk_index: int
+    chunk_count: int
+    score: float
+    text: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], score: float) -> Hit:
+        return cls(**{name: row[name] for name in HIT_COLUMNS}, score=round(score, 6))
+
+    def rescored(self, score: float) -> Hit:
+        return dataclasses.replace(self, score=round(score, 6))
+
+
+# The chunks table columns a search reads: the fields of Hit.
+HIT_COLUMNS = [field.name for field in dataclasses.fields(Hit) if field.name != "score"]

@@ -1,0 +1,108 @@
+"""How to search: every search option declared once, for the command line, batch files, the
+query flow's parameters and the service's POST /search body."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from pydantic import field_validator, model_validator
+
+from tasks.core.formats import TYPES
+from tasks.core.options import Settings, option
+
+Mode = Literal["vector", "fts", "hybrid"]
+MODES: tuple[Mode, ...] = ("vector", "fts", "hybrid")
+MAX_K = 1000
+
+_RELATIVE = re.compile(r"(\d+)([mhdw])")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+class SearchParams(Settings):
+    """How to search. `mode` None means hybrid when the dataset has a full-text index, vector
+    otherwise. `since` is inclusive and `until` exclusive, both on the document's modification
+    time; either may be given as text for `parse_time`."""
+
+    k: int = option(5, "number of hits", flag="-k", ge=1, le=MAX_K)
+    mode: Mode | None = option(None, "vector, fts or hybrid (default: hybrid if the index has FTS)")
+    source: str | None = option(
+        None,
+        "only documents whose relative or absolute path matches GLOB (* also crosses /)",
+        metavar="GLOB",
+    )
+    type: str | None = option(None, "only documents of this type", choices=tuple(TYPES))
+    section: str | None = option(
+        None, "only sections whose heading path contains TEXT", metavar="TEXT"
+    )
+    since: datetime | None = option(
+        None,
+        "documents modified at or after: ISO date or date-time (UTC unless stated), or 7d",
+        metavar="WHEN",
+    )
+    until: datetime | None = option(
+        None, "documents modified before (same forms as --since)", metavar="WHEN"
+    )
+    min_score: float | None = option(
+        None, "score floor: cosine in vector and hybrid mode, BM25 in fts mode", metavar="X"
+    )
+    per_doc: bool = option(False, "only the best chunk of each document")
+
+    @field_validator("since", "until", mode="before")
+    @classmethod
+    def _parse_time(cls, value: object) -> object:
+        return parse_time(value) if isinstance(value, str) else value
+
+    @field_validator("since", "until")
+    @classmethod
+    def _utc_unless_stated(cls, value: datetime | None) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value and value.tzinfo is None else value
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str | None) -> str | None:
+        if value is not None and value not in TYPES:
+            raise ValueError(f"must be one of {', '.join(TYPES)}")
+        return value
+
+    @field_validator("min_score")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+    @model_validator(mode="after")
+    def _window(self) -> SearchParams:
+        if self.since and self.until and self.since >= self.until:
+            raise ValueError("since must be earlier than until")
+        return self
+
+    @property
+    def mime_type(self) -> str | None:
+        return TYPES[self.type] if self.type else None
+
+    def describe(self) -> str:
+        """The options that differ from the defaults, for a run log."""
+        changed = self.model_dump(exclude_defaults=True)
+        return ", ".join(f"{name}={value!r}" for name, value in changed.items()) or "defaults"
+
+
+def parse_time(value: str) -> datetime:
+    """An ISO 8601 date or date-time (UTC unless it says otherwise), or an age like `7d`.
+
+    Ages count back from now in minutes (m), hours (h), days (d) or weeks (w).
+    """
+    relative = _RELATIVE.fullmatch(value.strip())
+    if relative:
+        amount, unit = relative.groups()
+        return datetime.now(UTC) - timedelta(**{_UNITS[unit]: int(amount)})
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(
+            f"not a date, date-time or age: {value!r} (try 2024-05-01, 2024-05-01T12:00 or 7d)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

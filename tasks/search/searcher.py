@@ -1,0 +1,172 @@
+"""Search a dataset by vector, full text or both, with the filters pushed into LanceDB.
+
+Modes and what a hit's `score` means:
+- vector: cosine similarity of the question's embedding (made with the dataset's own model)
+  and the chunk's (1 − cosine distance; higher is better, at most 1).
+- fts: BM25 relevance from LanceDB's native full-text index (unbounded, higher is better).
+- hybrid: reciprocal-rank fusion of both rankings, Σ 1 / (RRF_K + rank) over the vector and
+  full-text lists a chunk appears in (at most 2 / (RRF_K + 1) ≈ 0.033).
+
+`min_score` is a floor on the cosine similarity in vector and hybrid mode (in hybrid mode it
+drops candidates before fusion, since RRF values carry no absolute meaning) and on BM25 in fts
+mode. Filters become one SQL prefilter in which every user value is a quoted literal (or
+a LIKE pattern with its wildcards escaped), so no value is ever read as SQL.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+
+from tasks.dataset.dataset import TEXT_COLUMN, Dataset
+from tasks.dataset.location import DatasetError
+from tasks.dataset.schema import VECTOR_COLUMN
+from tasks.embed.base import Embedder
+from tasks.embed.models import get_embedder, model_spec_for
+from tasks.search.filters import chunk_filter, doc_window
+from tasks.search.fusion import best_per_doc, rrf
+from tasks.search.hits import HIT_COLUMNS, Hit
+from tasks.search.params import Mode, SearchParams
+
+HYBRID_DEPTH = 50  # candidates taken from each ranking before fusion
+PER_DOC_OVERFETCH = 5  # chunks fetched per wanted document with per_doc, grown as needed
+
+
+class Searcher:
+    """One open dataset, searched with the model that built it; reuse it across queries.
+
+    When the dataset was opened with a consistency interval, each query sees newer table
+    versions, a rebuild with another model included: the model follows the fingerprint.
+    """
+
+    def __init__(self, dataset: Dataset):
+        dataset.fingerprint  # noqa: B018 - a clear DatasetError for a missing or old dataset
+        self.dataset = dataset
+        self._indexed: tuple[int, set[str]] = (-1, set())
+
+    def embedder(self) -> Embedder:
+        """The dataset's embedding model, loaded once per process."""
+        fp = self.dataset.fingerprint
+        try:
+            embedder = get_embedder(model_spec_for(fp.model))
+        except Exception as exc:  # noqa: BLE001 - re-raised as the dataset's problem
+            raise DatasetError(
+                f"{self.dataset.uri} was built with model {fp.model}, which cannot be loaded "
+                f"here: {exc}"
+            ) from None
+        if embedder.info.dimension != fp.dimension:
+            raise DatasetError(
+                f"{self.dataset.uri} holds {fp.dimension}-d vectors but model {fp.model} "
+                f"makes {embedder.info.dimension}-d ones; re-index it with --rebuild"
+            )
+        return embedder
+
+    def check_model(self, model: str) -> None:
+        """Refuse a dataset that was not built with `model` (a name or spec)."""
+        built = self.dataset.fingerprint.model
+        if model not in (built, model_spec_for(built)):
+            raise DatasetError(
+                f"{self.dataset.uri} was built with model {built}, not {model}; query it "
+                f"without --model, or re-index it with `python -m flows.ingest DIR --model "
+                f"{model} --rebuild`"
+            )
+
+    def indexed_columns(self) -> set[str]:
+        """Columns of the chunks table with an index, read once per table version."""
+        version = self.dataset.chunks.version
+        if self._indexed[0] != version:
+            self._indexed = (version, self.dataset.indexed_columns())
+        return self._indexed[1]
+
+    def resolve_mode(self, mode: Mode | None) -> Mode:
+        """The mode to use: hybrid by default once a full-text index exists, else vector."""
+        has_fts = TEXT_COLUMN in self.indexed_columns()
+        if mode is None:
+            return "hybrid" if has_fts else "vector"
+        if mode != "vector" and not has_fts:
+            raise DatasetError(
+                f"{self.dataset.uri} has no full-text index yet (the ingest flow creates it); "
+                "use --mode vector"
+            )
+        return mode
+
+    def search(self, text: str, params: SearchParams) -> list[Hit]:
+        return self.search_many([text], params)[0]
+
+    def search_many(self, texts: list[str], params: SearchParams) -> list[list[Hit]]:
+        """Hits for each text; the texts are embedded in one batch."""
+        mode = self.resolve_mode(params.mode)
+        where = chunk_filter(params, self._doc_window(params.since, params.until))
+        vectors: list[np.ndarray | None] = (
+            list(self.embedder().encode(texts)) if mode != "fts" else [None] * len(texts)
+        )
+        return [
+            self._search_one(text, vector, mode, where, params)
+            for text, vector in zip(texts, vectors, strict=True)
+        ]
+
+    def _search_one(
+        self,
+        text: str,
+        vector: np.ndarray | None,
+        mode: Mode,
+        where: str | None,
+        params: SearchParams,
+    ) -> list[Hit]:
+        """Top hits for one query; with per_doc, fetch more chunks until k documents show."""
+        limit = params.k * PER_DOC_OVERFETCH if params.per_doc else params.k
+        while True:
+            hits = self._ranked(text, vector, mode, where, limit, params.min_score)
+            if not params.per_doc:
+                return hits
+            best = best_per_doc(hits)
+            if len(best) >= params.k or len(hits) < limit:
+                return best[: params.k]
+            limit *= 4
+
+    def _ranked(
+        self,
+        text: str,
+        vector: np.ndarray | None,
+        mode: Mode,
+        where: str | None,
+        limit: int,
+        min_score: float | None,
+    ) -> list[Hit]:
+        """Up to `limit` hits in `mode`, each at or above `min_score` (see the module doc)."""
+        if mode == "fts":
+            return _above(self._fts(text, where, limit, None), min_score)
+        assert vector is not None
+        if mode == "vector":
+            return _above(self._vector(vector, where, limit), min_score)
+        depth = max(limit, HYBRID_DEPTH)
+        by_vector = _above(self._vector(vector, where, depth), min_score)
+        floor = None if min_score is None else (vector, min_score)
+        return rrf([by_vector, self._fts(text, where, depth, floor)], limit)
+
+    def _vector(self, vector: np.ndarray, where: str | None, limit: int) -> list[Hit]:
+        rows = self.dataset.nearest(vector, HIT_COLUMNS, where, limit)
+        return [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
+
+    def _fts(
+        self, text: str, where: str | None, limit: int, floor: tuple[np.ndarray, float] | None
+    ) -> list[Hit]:
+        """Chunks by BM25; with `floor` (vector, minimum), only those with at least that cosine
+        similarity to the vector (stored vectors are unit length: cosine is a dot product)."""
+        columns = [*HIT_COLUMNS, *([VECTOR_COLUMN] if floor is not None else [])]
+        rows = self.dataset.matching(text, columns, where, limit)
+        if floor is not None:
+            vector, minimum = floor
+            rows = [row for row in rows if float(np.dot(row[VECTOR_COLUMN], vector)) >= minimum]
+        return [Hit.from_row(row, row["_score"]) for row in rows]
+
+    def _doc_window(self, since: datetime | None, until: datetime | None) -> str | None:
+        if since is None and until is None:
+            return None
+        ledger = self.dataset.documents.search().select(["doc_id", "mtime"]).limit(None)
+        return doc_window(ledger.to_arrow(), since, until)
+
+
+def _above(hits: list[Hit], min_score: float | None) -> list[Hit]:
+    return hits if min_score is None else [hit for hit in hits if hit.score >= min_score]

@@ -1,0 +1,89 @@
+"""The project's Prefect settings apply from any folder, and a user's own settings still win."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows import prefect_settings
+
+from .conftest import ROOT
+
+PROBE = (
+    "import flows\n"
+    "from prefect.settings import get_current_settings\n"
+    "s = get_current_settings()\n"
+    "print(s.home, s.server.ephemeral.startup_timeout_seconds, s.logging.level)\n"
+)
+
+
+def test_prefect_toml_tables_become_prefect_variable_names():
+    names = prefect_settings.environment_names(
+        {"home": ".prefect", "server": {"ephemeral": {"startup_timeout_seconds": 120}}}
+    )
+    assert names == {
+        "PREFECT_HOME": ".prefect",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": 120,
+    }
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    """An environment with no Prefect settings and a home folder of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["HOME"] = str(tmp_path / "user-home")
+    monkeypatch.setattr(os, "environ", env)
+    return env
+
+
+def test_defaults_apply_where_the_user_has_set_nothing(clean_env, tmp_path):
+    applied = prefect_settings.apply(cwd=tmp_path)
+    assert applied["PREFECT_HOME"] == str(ROOT / ".prefect")
+    assert applied["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] == "120"
+    assert applied["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
+    assert os.environ["PREFECT_LOGGING_LEVEL"] == "INFO"
+
+
+def test_the_users_environment_folder_and_profile_win(clean_env, tmp_path):
+    clean_env["PREFECT_LOGGING_LEVEL"] = "DEBUG"
+    (tmp_path / "prefect.toml").write_text("[server.ephemeral]\nstartup_timeout_seconds = 45\n")
+    profiles = tmp_path / "user-home" / ".prefect" / "profiles.toml"
+    profiles.parent.mkdir(parents=True)
+    profiles.write_text(
+        'active = "mine"\n[profiles.mine]\nPREFECT_SERVER_ANALYTICS_ENABLED = "true"\n'
+    )
+    applied = prefect_settings.apply(cwd=tmp_path)
+    assert os.environ["PREFECT_LOGGING_LEVEL"] == "DEBUG"
+    for name in (
+        "PREFECT_LOGGING_LEVEL",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
+        "PREFECT_SERVER_ANALYTICS_ENABLED",
+    ):
+        assert name not in applied, name
+    assert applied["PREFECT_PROFILES_PATH"] == str(profiles), "the profile stays in view"
+    assert applied["PREFECT_HOME"] == str(ROOT / ".prefect")
+
+
+def run_probe(cwd: Path, **env: str) -> str:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=cwd,
+        env={**base, "HOME": str(cwd), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.split("\n")[0]
+
+
+def test_a_command_in_another_folder_sees_the_project_settings(tmp_path):
+    assert run_probe(tmp_path) == f"{ROOT / '.prefect'} 120 INFO"
+    assert run_probe(tmp_path, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="33").startswith(
+        f"{ROOT / '.prefect'} 33"
+    )
