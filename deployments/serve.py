@@ -1,18 +1,25 @@
-"""Serve the `ingest` flow as a scheduled Prefect deployment that never overlaps itself.
+"""Serve the `ingest` flow on a schedule, and the `query` flow for the Prefect UI.
 
     python -m deployments.serve [--source DIR] [--index URI] [--cron "0 * * * *"] [--name NAME]
 
-Registers the deployment `ingest/<name>` with the Prefect API in PREFECT_API_URL (a local
-`prefect server start`, see deployments/README.md), with a cron schedule and the source folder
-and dataset URI as its parameters, then keeps running: it picks up scheduled and manually
+Registers two deployments with the Prefect API in PREFECT_API_URL (a local `prefect server
+start`, see deployments/README.md), then keeps running: it picks up their scheduled and
 triggered runs and executes each one in a subprocess. Stop it with Ctrl-C (this pauses the
 schedule).
 
-Why a deployment concurrency limit of 1 with the ENQUEUE strategy: two ingest runs writing the
-same LanceDB dataset at once would both diff against the same ledger and race on the same
-documents. With the limit, the API hands out one slot; a run that comes due (or is triggered)
-while another holds it is not started but put back in the Scheduled state named
-`AwaitingConcurrencySlot` (visible in the UI) and retried until the slot is free.
+- `ingest/<name>` re-indexes the source folder into the dataset on the cron schedule; its
+  parameters are the ingest options (tasks/ingest/settings.py), with the source folder and
+  dataset set.
+- `query/<name>` runs a search from the deployment's parameter form (the question and the
+  search options, tasks/search/request.py) on the same dataset; its hits show as the
+  `query-hits` table artifact of the run.
+
+Why a concurrency limit of 1 with the ENQUEUE strategy on `ingest`: two ingest runs writing
+the same LanceDB dataset at once would both diff against the same ledger and race on the
+same documents. With the limit, the API hands out one slot; a run that comes due (or is
+triggered) while another holds it is not started but put back in the Scheduled state named
+`AwaitingConcurrencySlot` (visible in the UI) and retried until the slot is free. Queries
+only read, so they have no limit.
 """
 
 from __future__ import annotations
@@ -21,10 +28,12 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from prefect import serve
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 
 from flows.ingest import ingest
-from tasks.dataset.location import DEFAULT_INDEX_URI
+from flows.query_flow import query
+from tasks.dataset.location import DEFAULT_INDEX_URI, local_path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT / "data" / "sample"
@@ -38,7 +47,7 @@ ONE_AT_A_TIME = ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLi
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m deployments.serve", description=__doc__.split("\n")[0]
+        prog="python -m deployments.serve", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument(
         "--source", default=str(DEFAULT_SOURCE), help="folder to index (default: %(default)s)"
@@ -61,15 +70,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     # Absolute paths: runs execute in a subprocess and must not depend on its working directory.
-    index_uri = args.index if "://" in args.index else str(Path(args.index).resolve())
-    ingest.serve(
+    index_uri = args.index if local_path(args.index) is None else str(Path(args.index).resolve())
+    source_dir = str(Path(args.source).resolve())
+    reindex = ingest.to_deployment(
         name=args.name,
         cron=args.cron,
-        parameters={"source_dir": str(Path(args.source).resolve()), "index_uri": index_uri},
-        global_limit=ONE_AT_A_TIME,
-        description=f"Re-index {args.source} into {index_uri} ({args.cron}), one run at a time.",
+        parameters={"source_dir": source_dir, "index_uri": index_uri},
+        concurrency_limit=ONE_AT_A_TIME,
+        description=f"Re-index {source_dir} into {index_uri} ({args.cron}), one run at a time.",
         tags=["doc-indexer"],
     )
+    search = query.to_deployment(
+        name=args.name,
+        parameters={"index_uri": index_uri},
+        description=f"Search {index_uri}: the hits are the run's query-hits artifact.",
+        tags=["doc-indexer"],
+    )
+    serve(reindex, search)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pydantic import field_validator
 
 from flows.cli import exit_status
 from flows.ingest import ingest
-from flows.query import search_task
+from flows.query_flow import search_task
 from tasks.core.options import Settings, add_options, flow_parameters, option, parse_options
 from tasks.dataset.dataset import Dataset
 from tasks.eval.metrics import read_qrels, score_run

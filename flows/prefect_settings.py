@@ -51,21 +51,29 @@ def _profiles_file() -> Path | None:
     return path if path.is_file() else None
 
 
-def user_settings(cwd: Path) -> set[str]:
-    """The Prefect settings the user has set somewhere Prefect would read them."""
-    names = {name for name in os.environ if name.startswith("PREFECT_")}
-    local = cwd / "prefect.toml"
-    if local.is_file() and local.resolve() != PROJECT_SETTINGS:
-        names |= set(environment_names(_read(local)))
-    names |= set(
-        environment_names(_read(cwd / "pyproject.toml").get("tool", {}).get("prefect", {}))
-    )
+def user_settings(cwd: Path) -> dict[str, Any]:
+    """The Prefect settings the user has set where Prefect would read them, with their
+    values (the first source Prefect would take wins)."""
+    found: dict[str, Any] = {}
     profiles = _profiles_file()
     if profiles is not None:
         document = _read(profiles)
         active = os.environ.get("PREFECT_PROFILE") or document.get("active", "ephemeral")
-        names |= set(document.get("profiles", {}).get(active, {}))
-    return names
+        found |= document.get("profiles", {}).get(active, {})
+    found |= environment_names(_read(cwd / "pyproject.toml").get("tool", {}).get("prefect", {}))
+    local = cwd / "prefect.toml"
+    if local.is_file() and local.resolve() != PROJECT_SETTINGS:
+        found |= environment_names(_read(local))
+    return found | {
+        name: value for name, value in os.environ.items() if name.startswith("PREFECT_")
+    }
+
+
+def configured_api_url(cwd: Path | None = None) -> str | None:
+    """The Prefect API the user pointed doc-indexer at, if any (without importing Prefect):
+    where a command's flow runs are recorded instead of in a temporary server."""
+    url = user_settings(cwd or Path.cwd()).get("PREFECT_API_URL")
+    return str(url) if url else None
 
 
 def apply(cwd: Path | None = None) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Query flow: search the index for the chunks that answer a question.
+"""Query: search the index for the chunks that answer a question.
 
     python -m flows.query "question" [--mode vector|fts|hybrid] [-k N] [filters] [--json]
     python -m flows.query --queries-file Q.jsonl [options]   one JSON line per query
@@ -6,12 +6,19 @@
     python -m flows.query --serve [--host 127.0.0.1] [--port 8765]
 
 The question is embedded with the model recorded in the dataset. Modes: vector (score =
-cosine similarity), fts (score = BM25 from LanceDB's full-text index) and hybrid (score =
-reciprocal-rank fusion of both; the default once the dataset has a full-text index).
-`--min-score` is a floor on cosine similarity in vector and hybrid mode, on BM25 in fts mode.
-Filters combine: --source GLOB (`*` also crosses `/`; relative or absolute path), --type,
---section TEXT (heading path contains, any case), --since/--until (document modification
-time: ISO date or date-time, UTC unless stated, or an age like 7d; --until is exclusive).
+cosine similarity), fts (score = BM25 from LanceDB's full-text index on the analysed text)
+and hybrid (score = reciprocal-rank fusion of both; the default once the dataset has a
+full-text index). `--min-score` is a floor on cosine similarity in vector and hybrid mode,
+on BM25 in fts mode. Filters combine: --source GLOB (`*` also crosses `/`; relative or
+absolute path), --type, --section TEXT (heading path contains, any case), --since/--until
+(document modification time: ISO date or date-time, UTC unless stated, or an age like 7d;
+--until is exclusive).
+
+What is recorded: with a Prefect API configured (PREFECT_API_URL, in the environment or a
+Prefect profile), a question or a --queries-file is a run of the `query` (or `query-batch`)
+flow on that server, visible in the UI. Without one, the search runs in this process and
+nothing is recorded; --record (or --artifact) makes it a flow run anyway, on a temporary
+Prefect server. --stats, --sources and --serve are never flow runs.
 """
 
 from __future__ import annotations
@@ -24,20 +31,16 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
-from prefect.runtime import deployment
-
 from flows.cli import exit_status
-from tasks.core.artifacts import publish_artifact
-from tasks.core.options import Settings, add_options, flow_parameters, option, parse_options
+from flows.prefect_settings import configured_api_url
+from tasks.core.options import add_options, parse_options
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetOption, local_path
 from tasks.search.hits import Hit
 from tasks.search.info import index_stats, list_sources
 from tasks.search.params import SearchParams
 from tasks.search.queries import read_queries
-from tasks.search.request import Question
+from tasks.search.request import ArtifactOption, QueryRequest, Question
 from tasks.search.searcher import Searcher
 from tasks.search.snippet import snippet
 
@@ -46,73 +49,6 @@ SCORE_MEANING = {
     "fts": "BM25",
     "hybrid": "reciprocal-rank fusion of vector and full-text ranks",
 }
-
-
-class ArtifactOption(Settings):
-    artifact: bool | None = option(
-        None, "publish the hits as the query-hits table artifact (default: in deployment runs)"
-    )
-
-
-class QueryRequest(DatasetOption, SearchParams, Question, ArtifactOption):
-    """The query flow's parameters: a question, its search options, the dataset."""
-
-
-def search_texts(index_uri: str, texts: list[str], params: SearchParams) -> list[list[Hit]]:
-    """Open the dataset and its model once, then search for every text."""
-    return Searcher(Dataset(index_uri)).search_many(texts, params)
-
-
-search_task = task(name="search", retries=1, cache_policy=NO_CACHE)(search_texts)
-
-
-@flow(name="query")
-@flow_parameters(QueryRequest)
-def query(request: QueryRequest) -> list[Hit]:
-    """The k best chunks for `text`.
-
-    `artifact` publishes the hits as a table artifact; by default only deployment runs do.
-    """
-    params = request.narrow(SearchParams)
-    get_run_logger().info(
-        "query %r on %s with %s", request.text, request.index_uri, params.describe()
-    )
-    hits = search_task(request.index_uri, [request.text], params)[0]
-    if request.artifact if request.artifact is not None else deployment.id is not None:
-        _publish(request, params, hits)
-    return hits
-
-
-@flow(name="query-batch")
-def query_batch(texts: list[str], index_uri: str, params: SearchParams) -> list[list[Hit]]:
-    """Hits for each text, with the model and tables loaded once."""
-    get_run_logger().info("%d queries on %s with %s", len(texts), index_uri, params.describe())
-    return search_task(index_uri, texts, params)
-
-
-def _publish(request: QueryRequest, params: SearchParams, hits: list[Hit]) -> None:
-    """The hits as the `query-hits` table artifact; a failure to publish is only a warning."""
-    from prefect.artifacts import create_table_artifact
-
-    rows = [
-        {
-            "rank": rank,
-            "score": round(hit.score, 4),
-            "source": hit.doc_id,
-            "section": hit.section,
-            "page": hit.page_number,
-            "snippet": snippet(hit.text, request.text, width=200),
-        }
-        for rank, hit in enumerate(hits, start=1)
-    ]
-    publish_artifact(
-        get_run_logger(),
-        create_table_artifact,
-        key="query-hits",
-        table=rows,
-        description=f"{len(hits)} hits for `{request.text}` in `{request.index_uri}` "
-        f"({params.describe()}).",
-    )
 
 
 def render_table(hits: list[Hit], text: str) -> str:
@@ -179,6 +115,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, arg
     output = parser.add_argument_group("output")
     output.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_options(output, ArtifactOption)
+    output.add_argument(
+        "--record",
+        action="store_true",
+        help="record a Prefect flow run even when no Prefect API is configured",
+    )
     add_options(parser.add_argument_group("service"), ServiceSettings)
     args = parser.parse_args(argv)
     needs_text = not (args.queries_file or args.stats or args.sources or args.serve)
@@ -199,11 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_status(lambda: serve(dataset.index_uri, service))
     if args.stats or args.sources:
         return exit_status(lambda: _describe(dataset.index_uri, args.stats, args.json))
-    params = parse_options(parser, args, SearchParams)
+    record = bool(args.record or args.artifact or configured_api_url())
     if args.queries_file:
-        return exit_status(lambda: _run_batch(args.queries_file, dataset.index_uri, params))
+        params = parse_options(parser, args, SearchParams)
+        return exit_status(lambda: _run_batch(args.queries_file, dataset.index_uri, params, record))
     request = parse_options(parser, args, QueryRequest)
-    return exit_status(lambda: _ask(request, args.model, args.json))
+    return exit_status(lambda: _ask(request, args.model, args.json, record))
 
 
 def _describe(index_uri: str, stats: bool, as_json: bool) -> int:
@@ -213,22 +155,25 @@ def _describe(index_uri: str, stats: bool, as_json: bool) -> int:
         print(json.dumps(found, indent=2) if as_json else render_stats(found))
     else:
         sources = list_sources(searcher)
-        print(
-            json.dumps(sources, indent=2, ensure_ascii=False)
-            if as_json
-            else render_sources(sources)
-        )
+        rendered = json.dumps(sources, indent=2, ensure_ascii=False)
+        print(rendered if as_json else render_sources(sources))
     return 0
 
 
-def _ask(request: QueryRequest, model: str | None, as_json: bool) -> int:
+def _ask(request: QueryRequest, model: str | None, as_json: bool, record: bool) -> int:
     searcher = Searcher(Dataset(request.index_uri))  # fail fast, before Prefect or the model
     if model:
         searcher.check_model(model)
     mode = searcher.resolve_mode(request.mode)
+    request = request.model_copy(update={"mode": mode})
     if mode != "fts":
-        searcher.embedder()  # load (or refuse) the model before the flow starts
-    hits = query(**request.model_copy(update={"mode": mode}).options())
+        searcher.embedder()  # load (or refuse) the model before a flow run starts
+    if record:
+        from flows.query_flow import query
+
+        hits = query(**request.options())
+    else:
+        hits = searcher.search(request.text, request.narrow(SearchParams))
     if as_json:
         print(json.dumps([asdict(hit) for hit in hits], ensure_ascii=False, indent=2))
     elif hits:
@@ -239,7 +184,7 @@ def _ask(request: QueryRequest, model: str | None, as_json: bool) -> int:
     return 0
 
 
-def _run_batch(path: str, index_uri: str, params: SearchParams) -> int:
+def _run_batch(path: str, index_uri: str, params: SearchParams, record: bool) -> int:
     try:
         queries = read_queries(path)
     except (OSError, ValueError) as exc:
@@ -247,12 +192,18 @@ def _run_batch(path: str, index_uri: str, params: SearchParams) -> int:
         return 1
     searcher = Searcher(Dataset(index_uri))
     params = params.model_copy(update={"mode": searcher.resolve_mode(params.mode)})
-    if params.mode != "fts":
-        searcher.embedder()
-    results = query_batch(texts=[q.query for q in queries], index_uri=index_uri, params=params)
+    texts = [q.query for q in queries]
+    if record:
+        from flows.query_flow import query_batch
+
+        if params.mode != "fts":
+            searcher.embedder()
+        results = query_batch(texts=texts, index_uri=index_uri, params=params)
+    else:
+        results = searcher.search_many(texts, params)
     for batch_query, hits in zip(queries, results, strict=True):
-        record = {"qid": batch_query.qid, "hits": [asdict(hit) for hit in hits]}
-        print(json.dumps(record, ensure_ascii=False))
+        record_line = {"qid": batch_query.qid, "hits": [asdict(hit) for hit in hits]}
+        print(json.dumps(record_line, ensure_ascii=False))
     return 0
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from flows.evaluate import EvaluateRequest, evaluate
 from flows.ingest import ingest
-from flows.query import QueryRequest, query
+from flows.query_flow import query
 from flows.restore import RestoreRequest, restore
 from tasks.core.options import add_options, option_fields, parse_options
 from tasks.core.reasons import Reason, Status
@@ -23,7 +23,7 @@ from tasks.dataset.schema import CHUNK_COLUMNS, DOCUMENT_COLUMNS
 from tasks.ingest.settings import IngestSettings
 from tasks.search.hits import HIT_COLUMNS, Hit
 from tasks.search.params import SearchParams
-from tasks.search.request import SearchRequest
+from tasks.search.request import QueryRequest, SearchRequest
 
 from .conftest import ROOT
 

@@ -134,6 +134,21 @@ def test_served_deployment_reindexes_changes_one_run_at_a_time(stack):
     ledger = {row["doc_id"]: row["status"] for row in rows(index, DOCUMENTS_TABLE)}
     assert ledger == dict.fromkeys(FILES, "indexed")
 
+    # A search from the query deployment's form, read back as its query-hits artifact.
+    search = http.get(f"/deployments/name/query/{DEPLOYMENT}").json()
+    assert search["parameters"] == {"index_uri": str(Path(index).resolve())}
+    assert "text" in search["parameter_openapi_schema"]["required"]
+    question = {"text": "What is a crate and what is a package?", "k": 3}
+    run = http.post(
+        f"/deployments/{search['id']}/create_flow_run", json={"parameters": question}
+    ).json()
+    wait_terminal(stack, run["id"])
+    only_run = {"artifacts": {"flow_run_id": {"any_": [run["id"]]}}}
+    artifacts = http.post("/artifacts/filter", json=only_run).json()
+    (hits,) = [a for a in artifacts if a["key"] == "query-hits"]
+    assert len(hits["data"]) == 3 and hits["data"][0]["source"] == EDITED
+    assert question["text"] in hits["description"]
+
     # Edit one file, delete another, then trigger two runs at once: the deployment's
     # concurrency limit must hold one back (AwaitingConcurrencySlot) until the other is done.
     edited = stack["source"] / EDITED

@@ -12,7 +12,7 @@ import lancedb
 import pytest
 
 from flows.ingest import ingest
-from flows.query import query
+from flows.query_flow import query
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.embed.models import get_embedder
 from tasks.ingest.discover import discover

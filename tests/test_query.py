@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from flows.ingest import ingest
-from flows.query import main, query
+from flows.query import main
+from flows.query_flow import query
 from tasks.core.formats import TYPES
 from tasks.core.records import Block, Document, SourceFile
 from tasks.dataset.ann import refresh_vector_index, vector_index

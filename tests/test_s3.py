@@ -25,7 +25,7 @@ from flows import evaluate as evaluate_cli
 from flows import query as query_cli
 from flows import restore as restore_cli
 from flows.ingest import ingest
-from flows.query import query
+from flows.query_flow import query
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import (
     STORAGE_OPTIONS_ENV,
@@ -131,7 +131,7 @@ def test_upkeep_keeps_versions_and_objects_bounded_on_s3(s3, monkeypatch):
         objects.append(len(_keys(s3, "upkeep/")))
     chunks = connect(uri).open_table(CHUNKS_TABLE)
     assert sorted(chunks.tags.list()) == ["run-7", "run-8"]
-    assert "text" in {column for index in chunks.list_indices() for column in index.columns}
+    assert "search_text" in {column for index in chunks.list_indices() for column in index.columns}
     assert len(chunks.list_versions()) <= 5
     assert objects[-1] <= max(objects[:3]), objects  # old versions' files are deleted
     dataset.restore("run-7")
@@ -162,7 +162,7 @@ def test_ingest_writes_both_tables_into_the_bucket(s3_index, s3):
         assert any(key.startswith(f"idx/{table}.lance/data/") for key in keys), table
         assert any(key.startswith(f"idx/{table}.lance/_versions/") for key in keys), table
     chunks = connect(URI).open_table(CHUNKS_TABLE)
-    assert "text" in {column for index in chunks.list_indices() for column in index.columns}
+    assert "search_text" in {column for index in chunks.list_indices() for column in index.columns}
     assert summary.run_tag in chunks.tags.list()
 
 

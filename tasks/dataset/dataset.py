@@ -18,6 +18,8 @@ from typing import Any
 import lancedb
 import numpy as np
 from filelock import FileLock, Timeout
+from lancedb.index import FTS
+from lancedb.query import MatchQuery
 from lancedb.table import Table
 
 from tasks.core import faults
@@ -31,6 +33,7 @@ from tasks.dataset.schema import (
     DOCUMENTS_TABLE,
     EPOCH,
     SCHEMA_VERSION,
+    SEARCH_TEXT_COLUMN,
     VECTOR_COLUMN,
     Fingerprint,
     chunk_rows,
@@ -40,10 +43,21 @@ from tasks.dataset.schema import (
     stored_fingerprint,
 )
 from tasks.dataset.sql import sql_in
+from tasks.text import analysis
 
 # Scalar indexes created with the tables, before any merge keyed on them.
 KEY_INDEXES = {CHUNKS_TABLE: ("chunk_id", "doc_id", "text_hash"), DOCUMENTS_TABLE: ("doc_id",)}
-TEXT_COLUMN = "text"  # the column with the full-text index
+# The full-text index: on the analysed text, split at whitespace only (the analysis is done
+# by tasks.text.analysis); no token-length cap, since the analyser bounds its terms.
+FULL_TEXT_INDEX = FTS(
+    base_tokenizer="whitespace",
+    lower_case=False,
+    stem=False,
+    remove_stop_words=False,
+    ascii_folding=False,
+    with_position=False,
+    max_token_length=None,
+)
 RUN_TAG_PREFIX = "run-"
 KEEP_RUN_TAGS = 10  # versions older than the oldest kept run tag are cleaned up
 MIN_VERSION_AGE = timedelta(minutes=1)  # never clean up versions a reader may just have opened
@@ -257,8 +271,8 @@ class Dataset:
         now sees.
         """
         chunks = self.chunks
-        if chunks.count_rows() > 0 and TEXT_COLUMN not in self.indexed_columns():
-            chunks.create_fts_index(TEXT_COLUMN, use_tantivy=False)
+        if chunks.count_rows() > 0 and SEARCH_TEXT_COLUMN not in self.indexed_columns():
+            chunks.create_index(SEARCH_TEXT_COLUMN, config=FULL_TEXT_INDEX)
         refresh_vector_index(chunks)  # an ANN index once the table is big enough
         for table in (chunks, self.documents):
             tags = sorted(t for t in table.tags.list() if t.startswith(RUN_TAG_PREFIX))
@@ -354,8 +368,14 @@ class Dataset:
     def matching(
         self, text: str, columns: list[str], where: str | None, limit: int
     ) -> list[dict[str, Any]]:
-        """Up to `limit` rows by BM25 relevance (`_score`) to `text` in the full-text index."""
-        query = self.chunks.search(text, query_type="fts", fts_columns=TEXT_COLUMN)
+        """Up to `limit` rows by BM25 relevance (`_score`) to `text` in the full-text index:
+        the question analysed as the chunks were, any of its terms (no query syntax)."""
+        terms = analysis.query_text(text)
+        if not terms:
+            return []
+        # Any of the terms, exact (MatchQuery's defaults; its pydantic fields hide them from mypy).
+        match = MatchQuery(terms, SEARCH_TEXT_COLUMN)  # type: ignore[call-arg]
+        query = self.chunks.search(match, query_type="fts")
         query = query.select([*columns, "_score"]).limit(limit)
         if where is not None:
             query = query.where(where, prefilter=True)

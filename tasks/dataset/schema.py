@@ -20,16 +20,18 @@ import pyarrow as pa
 from tasks.core.reasons import Status
 from tasks.core.records import Chunk, Document, sha256_hex
 from tasks.embed.base import ModelInfo
+from tasks.text import analysis
 from tasks.text.split import SplitSettings
 
 CHUNKS_TABLE = "chunks"
 DOCUMENTS_TABLE = "documents"
-SCHEMA_VERSION = 3  # 3: the ledger's reason column
+SCHEMA_VERSION = 3  # 3: the ledger's reason column, the chunks' search_text
 FINGERPRINT_KEY = b"doc_indexer.fingerprint"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-# The chunks table: every field of `Chunk`, then what the row takes from its document. The
-# vector column follows; its width comes from the fingerprint.
+# The chunks table: every field of `Chunk`, then what the row takes from its document, then
+# the analysed text the full-text index holds. The vector column follows; its width comes
+# from the fingerprint.
 CHUNK_COLUMNS = (
     pa.field("chunk_id", pa.string(), nullable=False),
     pa.field("doc_id", pa.string(), nullable=False),
@@ -47,7 +49,9 @@ CHUNK_COLUMNS = (
     pa.field("title", pa.string()),
     pa.field("doc_hash", pa.string()),
     pa.field("indexed_at", pa.timestamp("us", tz="UTC")),
+    pa.field("search_text", pa.string()),  # tasks.text.analysis.search_text(text)
 )
+SEARCH_TEXT_COLUMN = "search_text"
 VECTOR_COLUMN = "vector"
 
 # The documents ledger, one row per file seen.
@@ -79,6 +83,7 @@ class Fingerprint:
     dimension: int
     max_tokens: int
     splitter: str  # the splitter settings, as JSON
+    analyser: str = analysis.NAME  # what made search_text
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -100,12 +105,13 @@ class Fingerprint:
         values = json.loads(raw)
         known = {field.name for field in dataclasses.fields(cls)}
         values.setdefault("schema_version", 1)
+        values.setdefault("analyser", "lancedb-default")  # before the analyser was recorded
         return cls(**{key: value for key, value in values.items() if key in known})
 
     def describe(self) -> str:
         return (
             f"model {self.model} ({self.dimension}-d), splitter {self.splitter}, "
-            f"dataset layout {self.schema_version}"
+            f"analyser {self.analyser}, dataset layout {self.schema_version}"
         )
 
 
@@ -144,6 +150,7 @@ def chunk_rows(
             "title": doc.title,
             "doc_hash": doc.source.content_hash,
             "indexed_at": at,
+            SEARCH_TEXT_COLUMN: analysis.search_text(chunk.text),
         }
         for name, value in row.items():
             columns[name].append(value)

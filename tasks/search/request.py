@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pydantic import AliasChoices, Field, field_validator
 
-from tasks.core.options import Settings
+from tasks.core.options import Settings, option
+from tasks.dataset.location import DatasetOption
 from tasks.search.params import SearchParams
 
 
@@ -32,3 +33,13 @@ class SearchRequest(SearchParams, Question):
 
     def params(self) -> SearchParams:
         return self.narrow(SearchParams)
+
+
+class ArtifactOption(Settings):
+    artifact: bool | None = option(
+        None, "publish the hits as the query-hits table artifact (default: in deployment runs)"
+    )
+
+
+class QueryRequest(DatasetOption, SearchParams, Question, ArtifactOption):
+    """A search of one dataset: the query flow's parameters."""

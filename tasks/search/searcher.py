@@ -3,7 +3,9 @@
 Modes and what a hit's `score` means:
 - vector: cosine similarity of the question's embedding (made with the dataset's own model)
   and the chunk's (1 − cosine distance; higher is better, at most 1).
-- fts: BM25 relevance from LanceDB's native full-text index (unbounded, higher is better).
+- fts: BM25 relevance from LanceDB's native full-text index on the analysed text
+  (tasks/text/analysis.py: Chinese words, stemmed English, identifiers; unbounded, higher
+  is better).
 - hybrid: reciprocal-rank fusion of both rankings, Σ 1 / (RRF_K + rank) over the vector and
   full-text lists a chunk appears in (at most 2 / (RRF_K + 1) ≈ 0.033).
 
@@ -19,9 +21,9 @@ from datetime import datetime
 
 import numpy as np
 
-from tasks.dataset.dataset import TEXT_COLUMN, Dataset
+from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
-from tasks.dataset.schema import VECTOR_COLUMN
+from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.embed.base import Embedder
 from tasks.embed.models import get_embedder, model_spec_for
 from tasks.search.filters import chunk_filter, doc_window
@@ -81,7 +83,7 @@ class Searcher:
 
     def resolve_mode(self, mode: Mode | None) -> Mode:
         """The mode to use: hybrid by default once a full-text index exists, else vector."""
-        has_fts = TEXT_COLUMN in self.indexed_columns()
+        has_fts = SEARCH_TEXT_COLUMN in self.indexed_columns()
         if mode is None:
             return "hybrid" if has_fts else "vector"
         if mode != "vector" and not has_fts:
