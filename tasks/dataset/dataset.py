@@ -279,10 +279,10 @@ class Dataset:
             for old in tags[: max(0, len(tags) - (KEEP_RUN_TAGS - 1))]:
                 table.tags.delete(old)
             # Compact and update indexes first, sparing everything near the oldest tag; the
-            # second pass has nothing to compact, so its cutoff, computed just before, lands
-            # right before the oldest tagged version.
+            # second pass has nothing to compact, so its cutoff lands right before the oldest
+            # tagged version.
             table.optimize(cleanup_older_than=_cleanup_age(table, margin=timedelta(hours=1)))
-            table.optimize(cleanup_older_than=_cleanup_age(table, timedelta(seconds=0.5)))
+            _clean_up_to_oldest_tag(table)
             table.tags.create(run_tag, table.version)
         return self.chunks.version
 
@@ -380,6 +380,23 @@ class Dataset:
         if where is not None:
             query = query.where(where, prefilter=True)
         return query.to_list()
+
+
+# Margins between the cleanup cutoff and the oldest tagged version, tried in turn. The cutoff
+# is computed from this process's clock just before the call; on a busy machine the call can
+# start late enough for it to pass the oldest tagged version, which LanceDB refuses.
+_TAG_MARGINS = (timedelta(seconds=0.5), timedelta(seconds=5), timedelta(minutes=1))
+
+
+def _clean_up_to_oldest_tag(table: Table) -> None:
+    """Remove the versions older than the oldest tagged one (and than MIN_VERSION_AGE)."""
+    for margin in _TAG_MARGINS:
+        try:
+            table.optimize(cleanup_older_than=_cleanup_age(table, margin))
+            return
+        except RuntimeError as exc:
+            if "tagged version" not in str(exc) or margin == _TAG_MARGINS[-1]:
+                raise
 
 
 def _cleanup_age(table: Table, margin: timedelta) -> timedelta:

@@ -7,13 +7,20 @@ from tasks.search.hits import Hit
 RRF_K = 60  # the usual rank constant of reciprocal-rank fusion (Cormack et al., 2009)
 
 
-def rrf(rankings: list[list[Hit]], depth: int) -> list[Hit]:
-    """Reciprocal-rank fusion: chunks ranked by Σ 1 / (RRF_K + rank) over the rankings."""
+def rrf(
+    rankings: list[list[Hit]],
+    depth: int,
+    weights: tuple[float, ...] | None = None,
+    rank_constant: int = RRF_K,
+) -> list[Hit]:
+    """Reciprocal-rank fusion: chunks ranked by Σ weight / (rank_constant + rank) over the
+    rankings (every weight 1 unless given)."""
     fused: dict[str, float] = {}
     first_seen: dict[str, Hit] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
         for rank, hit in enumerate(ranking, start=1):
-            fused[hit.chunk_id] = fused.get(hit.chunk_id, 0.0) + 1.0 / (RRF_K + rank)
+            score = weight / (rank_constant + rank)
+            fused[hit.chunk_id] = fused.get(hit.chunk_id, 0.0) + score
             first_seen.setdefault(hit.chunk_id, hit)
     order = sorted(fused, key=lambda chunk_id: -fused[chunk_id])[:depth]
     return [first_seen[chunk_id].rescored(fused[chunk_id]) for chunk_id in order]
