@@ -23,7 +23,7 @@ from lancedb.query import MatchQuery
 from lancedb.table import Table
 
 from tasks.core import faults
-from tasks.core.reasons import Status
+from tasks.core.reasons import Reason, Status
 from tasks.core.records import Chunk, Document, LedgerEntry
 from tasks.dataset.ann import refresh_vector_index, tune
 from tasks.dataset.location import DatasetError, connect, lock_file
@@ -168,7 +168,9 @@ class Dataset:
 
     def ledger(self) -> dict[str, LedgerEntry]:
         """doc_id → what the documents table records about it."""
-        columns = ["doc_id", "content_hash", "status", "pipeline_fingerprint", "size", "mtime"]
+        columns = [
+            "doc_id", "content_hash", "status", "reason", "pipeline_fingerprint", "size", "mtime"
+        ]  # fmt: skip
         rows = self.documents.to_arrow().select(columns).to_pylist()
         return {
             row["doc_id"]: LedgerEntry(
@@ -177,6 +179,7 @@ class Dataset:
                 pipeline_fingerprint=row["pipeline_fingerprint"],
                 size=row["size"],
                 mtime_us=(row["mtime"] - EPOCH) // timedelta(microseconds=1),
+                reason=Reason(row["reason"]) if row["reason"] else None,
             )
             for row in rows
         }
