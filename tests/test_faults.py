@@ -35,9 +35,9 @@ NASTY = [
     ("pdf/encrypted_password/aes-256.pdf", "failed", "encrypted"),
     ("pdf/encrypted_password/rc4-128.pdf", "failed", "encrypted"),
     ("pdf/encrypted_empty_user_password/dmca.pdf", "indexed", None),
-    ("pdf/scanned_no_text_layer/ccitt.pdf", "empty", "no_text_layer"),
-    ("pdf/scanned_no_text_layer/jbig2.pdf", "empty", "no_text_layer"),
-    ("pdf/huge_page_or_image/poster.pdf", "empty", "no_text_layer"),
+    ("pdf/scanned_no_text_layer/ccitt.pdf", "indexed", None),  # read by OCR
+    ("pdf/scanned_no_text_layer/jbig2.pdf", "indexed", None),
+    ("pdf/huge_page_or_image/poster.pdf", "indexed", None),
     ("pdf/blank_or_no_contents/blank.pdf", "empty", "no_text"),
     ("pdf/broken_or_invalid/bad-direct-root.pdf", "failed", "not_a_pdf"),
     ("pdf/broken_or_invalid/zen_of_python_corrupted.pdf", "indexed", None),
@@ -49,8 +49,16 @@ NASTY = [
     ("encodings/windows-1251-russian/aif.ru.health.md", "indexed", None),
     ("encodings/UTF-16/bom-utf-16-be.md", "indexed", None),
     ("encodings/UTF-32BE/nobom-utf32be.md", "indexed", None),
+    ("encodings/EUC-TW/_ude_euc-tw1.md", "indexed", None),
+    ("encodings/iso-8859-1/_ude_1.md", "indexed", None),
 ]
-PHRASES = {"encodings/Big5/_ude_1.md": "維基大典", "encodings/KOI8-R/newsru.com.md": "Новости"}
+PHRASES = {
+    "encodings/Big5/_ude_1.md": "維基大典",
+    "encodings/KOI8-R/newsru.com.md": "Новости",
+    "encodings/EUC-TW/_ude_euc-tw1.md": "維基大典",
+    "encodings/iso-8859-1/_ude_1.md": "tão bem",
+    "pdf/scanned_no_text_layer/ccitt.pdf": "LinnSequencer",
+}
 
 
 def rows(uri: str, table: str = CHUNKS_TABLE) -> list[dict]:
