@@ -32,6 +32,11 @@ class Reason(StrEnum):
         member.meaning = meaning
         return member
 
+    @classmethod
+    def of(cls, code: str) -> Reason:
+        """The reason stored as `code` (the ledger's reason column)."""
+        return next(reason for reason in cls if reason.value == code)
+
     EMPTY_FILE = ("empty_file", Status.EMPTY, "the file has no bytes")
     NO_TEXT = ("no_text", Status.EMPTY, "the file is readable but holds no text")
     NO_TEXT_LAYER = (

@@ -179,7 +179,7 @@ class Dataset:
                 pipeline_fingerprint=row["pipeline_fingerprint"],
                 size=row["size"],
                 mtime_us=(row["mtime"] - EPOCH) // timedelta(microseconds=1),
-                reason=Reason(row["reason"]) if row["reason"] else None,
+                reason=Reason.of(row["reason"]) if row["reason"] else None,
             )
             for row in rows
         }

@@ -340,7 +340,7 @@ def ocr_page(page: Any, page_number: int) -> OcrPage:
 
 def _pages_to_read(pdf: Any, skip: set[int]) -> Iterator[tuple[int, Any]]:
     """(page number, page) of every page that needs OCR and is not in `skip`; a page that
-    pdfium cannot load is passed over."""
+    pdfium cannot load or inspect is passed over."""
     import pypdfium2 as pdfium
 
     for index in range(len(pdf)):
@@ -351,7 +351,11 @@ def _pages_to_read(pdf: Any, skip: set[int]) -> Iterator[tuple[int, Any]]:
         except pdfium.PdfiumError:
             continue
         try:
-            if needs_ocr(page):
+            wanted = needs_ocr(page)
+        except pdfium.PdfiumError:
+            wanted = False
+        try:
+            if wanted:
                 yield index + 1, page
         finally:
             page.close()
@@ -371,8 +375,11 @@ def ocr_pdf(data: bytes, skip: set[int], deadline: float | None = None) -> OcrRe
         for number, page in _pages_to_read(pdf, skip):
             if deadline is not None and time.monotonic() > deadline:
                 skipped.append(number)
-            else:
+                continue
+            try:
                 pages.append(ocr_page(page, number))
+            except pdfium.PdfiumError:
+                continue  # pdfium cannot render it: the page stays unread
     finally:
         pdf.close()
     return OcrResult(tuple(pages), time.perf_counter() - started, tuple(skipped))
