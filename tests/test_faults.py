@@ -14,6 +14,7 @@ import pytest
 
 import tasks.ingest.steps as steps_module
 from flows.ingest import ingest
+from flows.query_flow import query
 from tasks.core.reasons import Reason
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.ingest.discover import ScanSettings, discover
@@ -58,6 +59,15 @@ PHRASES = {
     "encodings/EUC-TW/_ude_euc-tw1.md": "維基大典",
     "encodings/iso-8859-1/_ude_1.md": "tão bem",
     "pdf/scanned_no_text_layer/ccitt.pdf": "LinnSequencer",
+}
+LINN_SENTENCE = (
+    "The LinnSequencer is a state-of-the-art composition and performance tool for the "
+    "professional musician."
+)
+LINN_SCANS = {
+    "pdf/scanned_no_text_layer/ccitt.pdf",
+    "pdf/scanned_no_text_layer/jbig2.pdf",
+    "pdf/huge_page_or_image/poster.pdf",
 }
 
 
@@ -112,6 +122,9 @@ def test_nasty_files_each_end_indexed_empty_or_failed_with_a_reason(prefect_back
     assert len(summary.failed) == n_failed and state.message == f"{n_failed} file(s) failed"
     for relative, phrase in PHRASES.items():
         assert any(phrase in r["text"] for r in rows(uri) if r["doc_id"] == relative), relative
+    # a sentence printed on the scanned brochure (the same page in three files) finds it first
+    hit = query(text=LINN_SENTENCE, index_uri=uri, k=1)[0]
+    assert hit.doc_id in LINN_SCANS and hit.page_number == 1, hit
     assert_consistent(uri)
 
 
@@ -261,6 +274,7 @@ WRITER = """
 import sys, time
 from pathlib import Path
 from flows.ingest import ingest
+from flows.query_flow import query
 
 corpus, uri, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 for n in range(rounds):
