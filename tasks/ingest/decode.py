@@ -224,9 +224,8 @@ def sniff_markup(data: bytes) -> str | None:
         head = head.replace(b"\x00", b"")
     junk = _LEADING_JUNK.match(head)
     start = head[junk.end() if junk else 0 :].lower()
-    if start.startswith(b"<?xml"):
-        prolog = start[:1024]
-        return "html" if (b"<!doctype html" in prolog or b"<html" in prolog) else "xml"
+    if start.startswith(b"<?xml"):  # XHTML starts so too: look for its html element
+        return "html" if (b"<!doctype html" in start or b"<html" in start) else "xml"
     if start.startswith((b"<!doctype html", b"<html")):
         return "html"
     if start.startswith((b"<rss", b"<feed", b"<rdf:rdf")):
