@@ -80,7 +80,7 @@ class OcrResult:
     """What OCR did on one PDF."""
 
     pages: tuple[OcrPage, ...] = ()  # every page that was OCR'd, with or without text
-    seconds: float = 0.0
+    seconds: float = 0.0  # rendering and recognising those pages
     skipped: tuple[int, ...] = ()  # pages that needed OCR but came after the deadline
 
     @property
@@ -368,7 +368,6 @@ def ocr_pdf(data: bytes, skip: set[int], deadline: float | None = None) -> OcrRe
     opened."""
     import pypdfium2 as pdfium
 
-    started = time.perf_counter()
     pages, skipped = [], []
     pdf = pdfium.PdfDocument(data)
     try:
@@ -382,4 +381,4 @@ def ocr_pdf(data: bytes, skip: set[int], deadline: float | None = None) -> OcrRe
                 continue  # pdfium cannot render it: the page stays unread
     finally:
         pdf.close()
-    return OcrResult(tuple(pages), time.perf_counter() - started, tuple(skipped))
+    return OcrResult(tuple(pages), sum(page.seconds for page in pages), tuple(skipped))
