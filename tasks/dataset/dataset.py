@@ -152,6 +152,18 @@ class Dataset:
             self._db.create_table(CHUNKS_TABLE, schema=chunks_schema(fp))
         if DOCUMENTS_TABLE not in existing:
             self._db.create_table(DOCUMENTS_TABLE, schema=DOCUMENTS_SCHEMA)
+        for name, schema in (
+            (CHUNKS_TABLE, chunks_schema(fp)),
+            (DOCUMENTS_TABLE, DOCUMENTS_SCHEMA),
+        ):
+            missing = [f for f in schema.names if f not in self._table(name).schema.names]
+            if missing:  # made by a build of this layout from before those columns were added
+                raise DatasetError(
+                    f"dataset {self.uri} has no {', '.join(missing)} column(s) in its {name} "
+                    "table: it was built before this version's layout was complete. Re-run "
+                    "with --rebuild to re-index everything, or pass --index to write a new "
+                    "dataset."
+                )
         for name, keys in KEY_INDEXES.items():
             table = self._table(name)
             indexed = {column for index in table.list_indices() for column in index.columns}
