@@ -16,7 +16,8 @@ Prints a table and one JSON line; `ratio` is `model.encode` seconds over the fir
 in the flow, `ratio_to_grouped_encode` the same against the pipeline's encoder. Peak RSS is
 taken right after the first run (before the raw encodes): the ingest process's own peak, and
 the peak of its whole process tree (parser process and the ephemeral Prefect server included),
-sampled every 0.2 s.
+sampled every 0.2 s. `ocr_pages_per_s` is the first run's OCR pages over its OCR seconds (e.g. on
+../shared/corpus/nasty/pdf/scanned_no_text_layer).
 """
 
 from __future__ import annotations
@@ -157,6 +158,12 @@ def main() -> int:
         "peak_rss_ingest_process_mib": _mib(peak_rss),
         "peak_rss_process_tree_mib": _mib(tree.peak),
         "peak_rss_ingest_process_by_quarter_mib": tree.own_peak_by_quarter(),
+        # OCR of pages without a text layer, from the first run's summary: seconds of OCR
+        # work (rendering and recognition) in the parser process, not wall time of the run
+        "ocr_pages": first.ocr_pages,
+        "ocr_pages_per_s": round(first.ocr_pages / first.ocr_seconds, 3)
+        if first.ocr_seconds
+        else 0,
     }
     if not args.first_run_only:
         result.update(_raw_and_second_run(run, first.chunks_written, first.seconds))

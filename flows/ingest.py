@@ -27,6 +27,7 @@ from prefect.states import Completed, State
 from flows.cli import exit_status
 from flows.runners import RunnerSettings, make_task_runner, parallel_batches
 from tasks.core.options import add_options, flow_parameters, parse_options
+from tasks.core.reasons import Reason
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import Fingerprint
@@ -61,11 +62,12 @@ def ingest(settings: IngestSettings) -> State[Any]:
         with summary.timed("discover"):
             dataset.prepare(fp, settings.rebuild)
             scan = settings.narrow(ScanSettings)
-            plan = plan_task(settings.source_dir, dataset.ledger(), scan, fp.id)
+            load = settings.narrow(LoadSettings)
+            retry = frozenset({Reason.OCR_OFF}) if load.ocr != "off" else frozenset()
+            plan = plan_task(settings.source_dir, dataset.ledger(), scan, fp.id, retry)
         summary.add_plan(plan)
         logger.info(plan.describe())
 
-        load = settings.narrow(LoadSettings)
         stages = TaskStages(dataset, settings.model, load, split, logger)
         batches = file_batches(plan.to_index, settings.narrow(BatchSettings))
         progress = RunProgress(len(plan.to_index), logger)

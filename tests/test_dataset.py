@@ -128,6 +128,15 @@ def test_a_dataset_of_an_older_layout_asks_for_a_rebuild(tmp_path):
         Dataset(uri).fingerprint  # noqa: B018
 
 
+def test_a_dataset_without_a_column_of_the_layout_asks_for_a_rebuild(tmp_path):
+    uri = str(tmp_path / "index")
+    prepared(uri)
+    lancedb.connect(uri).open_table(DOCUMENTS_TABLE).drop_columns(["ocr_pages"])
+    with pytest.raises(DatasetError, match="no ocr_pages column.*--rebuild"):
+        Dataset(uri).prepare(FP)
+    Dataset(uri).prepare(FP, rebuild=True)
+
+
 def test_missing_dataset_is_a_clear_error(tmp_path):
     with pytest.raises(DatasetError, match="no index at"):
         Dataset(str(tmp_path / "nothing")).fingerprint  # noqa: B018
