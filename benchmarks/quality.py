@@ -8,10 +8,10 @@ Each dev set under ../shared/eval (docs/, queries.jsonl, qrels.tsv) is ingested 
 searched in batch in each mode, documents ranked by their best chunk, as `flows.evaluate`
 does. Prints nDCG@10 per set and mode, recall@10 and MRR@10 beside it, and one JSON line.
 
-`--tune` also takes each query's vector and full-text candidate lists once and scores the
-hybrid fusion over a grid of its settings (rank constant, per-list weights, candidate
-depth), printing the best settings per set and for all sets together. Tune on these dev
-sets only.
+`--tune` also takes each query's vector and full-text candidate lists once and scores
+hybrid mode over a grid of its fusion settings (tasks/search/fusion.py: the vector list's
+weight α and the candidate depth), printing the best setting for the Chinese set and for
+the others, and the current setting's figures. Tune on these dev sets only.
 
 `--headings` measures what the embedder should see: vector search over the same chunks
 embedded as they are and with their heading path in front (exact cosine search in numpy,
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import pickle
 import shutil
 import sys
 from pathlib import Path
@@ -32,8 +33,7 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.embed.models import DEFAULT_MODEL
 from tasks.eval.metrics import read_qrels, score_run
-from tasks.search import fusion
-from tasks.search.fusion import best_per_doc
+from tasks.search.fusion import HYBRID, Fusion, best_per_doc
 from tasks.search.hits import Hit
 from tasks.search.params import MODES, SearchParams
 from tasks.search.queries import read_queries
@@ -71,47 +71,58 @@ def scores(searcher: Searcher, name: str) -> dict[str, dict[str, float]]:
     return results
 
 
-def candidates(searcher: Searcher, name: str) -> list[tuple[str, list[Hit], list[Hit]]]:
-    """(qid, vector list, full-text list) per query, DEPTH chunks each."""
+def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit], list[Hit]]]:
+    """(qid, question, vector list, full-text list) per query, DEPTH chunks each; kept beside
+    the dataset, so that tuning again costs no search (removed with the dataset)."""
+    cache = Path(searcher.dataset.uri) / f"candidates-v2-{searcher.dataset.chunks.version}.pkl"
+    if cache.exists():
+        return pickle.loads(cache.read_bytes())
     queries = read_queries(EVAL / name / "queries.jsonl")
     vectors = searcher.embedder().encode([q.query for q in queries])
-    return [
-        (q.qid, searcher._vector(vector, None, DEPTH), searcher._fts(q.query, None, DEPTH, None))
+    found = [
+        (
+            q.qid,
+            q.query,
+            searcher._vector(vector, None, DEPTH),
+            searcher._fts(q.query, None, DEPTH, None),
+        )
         for q, vector in zip(queries, vectors, strict=True)
     ]
+    cache.write_bytes(pickle.dumps(found))
+    return found
 
 
 def tune(lists: dict[str, list], qrels: dict[str, dict]) -> None:
-    """nDCG@10 of the hybrid fusion over a grid of settings, per set and over all sets."""
-    grid = list(
-        itertools.product(
-            (5, 10, 20, 40, 60, 100), (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0), (20, 50, 100)
+    """nDCG@10 of hybrid mode over a grid of fusion settings (the vector weight α, the same
+    for every script here, and the candidate depth), per set; then the best α per script."""
+    table: dict[tuple[float, int], dict[str, float]] = {}
+    for alpha, depth in itertools.product((0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6), (30, 50, 75, 100)):
+        setting = Fusion(vector_weight=alpha, cjk_vector_weight=alpha, depth=depth)
+        table[(alpha, depth)] = {
+            name: hybrid_ndcg(setting, per_query, qrels[name]) for name, per_query in lists.items()
+        }
+        print(f"α={alpha} depth={depth}: {table[(alpha, depth)]}", flush=True)
+    cjk = [name for name in lists if name.endswith("-zh")]
+    for group in (cjk, [name for name in lists if name not in cjk]):
+        if group:
+            best = max(table, key=lambda key: sum(table[key][name] for name in group))
+            print(f"best for {', '.join(group)}: α={best[0]} depth={best[1]}: {table[best]}")
+    print(
+        f"now ({HYBRID}): "
+        + json.dumps(
+            {name: hybrid_ndcg(HYBRID, per_query, qrels[name]) for name, per_query in lists.items()}
         )
     )
-    table: dict[tuple, dict[str, float]] = {}
-    for rank_constant, vector_weight, depth in grid:
-        row = {}
-        for name, per_query in lists.items():
-            run = {}
-            for qid, by_vector, by_text in per_query:
-                fused = fusion.rrf(
-                    [by_vector[:depth], by_text[:depth]],
-                    depth,
-                    weights=(vector_weight, 1.0),
-                    rank_constant=rank_constant,
-                )
-                run[qid] = [hit.doc_id for hit in best_per_doc(fused)][:K]
-            row[name] = score_run(run, qrels[name], K)["ndcg@10"]
-        table[(rank_constant, vector_weight, depth)] = row
-    for name in lists:
-        best = max(table, key=lambda key: table[key][name])
-        print(
-            f"best for {name}: k={best[0]} vector weight={best[1]} depth={best[2]}: {table[best]}"
-        )
-    overall = max(table, key=lambda key: sum(table[key].values()))
-    k, weight, depth = overall
-    print(f"best over all sets: k={k} vector weight={weight} depth={depth}: {table[overall]}")
-    print(json.dumps({"grid": [[*key, row] for key, row in table.items()]}))
+
+
+def hybrid_ndcg(setting: Fusion, per_query: list, qrels: dict) -> float:
+    """nDCG@10 of documents ranked by their best chunk in the fused lists."""
+    run = {}
+    for qid, text, by_vector, by_text in per_query:
+        depth = setting.depth
+        fused = setting.fuse(text, by_vector[:depth], by_text[:depth], 2 * depth)
+        run[qid] = [hit.doc_id for hit in best_per_doc(fused)][:K]
+    return score_run(run, qrels, K)["ndcg@10"]
 
 
 def headings_experiment(uri: str, name: str, model: str) -> dict[str, float]:
