@@ -120,6 +120,13 @@ def test_a_dataset_built_differently_is_refused(tmp_path):
     assert Dataset(uri).fingerprint == other
 
 
+def test_a_dataset_built_with_another_analyser_asks_for_a_rebuild(tmp_path):
+    uri = str(tmp_path / "index")
+    Dataset(uri).prepare(replace(FP, analyser="lancedb-default"))
+    with pytest.raises(DatasetError, match="analyser lancedb-default.*--rebuild"):
+        Dataset(uri).prepare(FP)
+
+
 def test_a_dataset_of_an_older_layout_asks_for_a_rebuild(tmp_path):
     uri = str(tmp_path / "index")
     older = replace(FP, schema_version=FP.schema_version - 1)
