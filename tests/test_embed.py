@@ -1,19 +1,40 @@
-"""Embedders: the hashing test double and the bundled sentence-transformers model."""
+"""Embedders: the hashing test double, the bundled model on torch and in onnxruntime (the
+default backend, per-token int8), the torch-free query encoder, preparation offline."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tasks.embed import onnx_files
 from tasks.embed.base import token_length_groups
 from tasks.embed.hash_backend import HashEmbedder
 from tasks.embed.models import (
-    DEFAULT_MODEL_ID,
+    BUNDLED_MODEL,
+    BUNDLED_MODEL_ID,
+    DEFAULT_MODEL,
+    ModelNotPrepared,
+    embedder_cache_info,
     get_embedder,
     model_info,
     model_spec_for,
+    query_embedder,
+    resolve_model,
     token_counter,
 )
+from tasks.embed.token_backend import TokenInt8Embedder
+
+from .conftest import ROOT
+from .offline import offline_env
+
+TORCH = BUNDLED_MODEL  # the torch backend's spec
 
 
 def test_hash_embedder_is_deterministic_unit_and_discriminating():
@@ -36,8 +57,8 @@ def test_embedders_are_created_once_per_process():
 
 @pytest.mark.model
 def test_bundled_model_encodes_normalised_384d_vectors():
-    embedder = get_embedder()
-    assert embedder.info.model_id == DEFAULT_MODEL_ID
+    embedder = get_embedder(TORCH)
+    assert embedder.info.model_id == BUNDLED_MODEL_ID
     assert model_spec_for(embedder.info.model_id) == "all-MiniLM-L6-v2"
     assert (embedder.info.dimension, embedder.info.max_tokens) == (384, 256)
     assert model_info("all-MiniLM-L6-v2") == embedder.info, "read without loading: the same"
@@ -60,7 +81,7 @@ def test_token_length_groups_hold_neighbouring_token_counts():
 def test_bundled_model_encodes_in_token_length_groups_in_input_order():
     """Code is short in characters but long in tokens: grouping goes by tokens, and the
     vectors come back in input order, equal to the library's own encode."""
-    embedder = get_embedder()
+    embedder = get_embedder(TORCH)
     code = 'fn main(){let v:Vec<i32>=vec![1,2,3];println!("{:?}",v.iter().map(|x|x*2));}'
     prose = "The borrow checker compares scopes to determine whether all borrows are valid. "
     texts = [prose * 2, "short", code * 3, prose, code, "a" * 5, prose * 3]
@@ -82,7 +103,7 @@ def test_bundled_model_encodes_in_token_length_groups_in_input_order():
 
 @pytest.mark.model
 def test_token_counts_use_the_models_tokenizer():
-    embedder = get_embedder()
+    embedder = get_embedder(TORCH)
     texts = ["hello world", "word " * 300, "這是中文 mixed with code: fn main() {}"]
     short, long, _ = embedder.count_tokens(texts)
     assert short == 4  # [CLS] hello world [SEP]
@@ -104,14 +125,166 @@ def test_onnx_backends_agree_with_torch(spec, min_cosine):
         "short",
         "",
     ]
-    reference = get_embedder().encode(texts)
+    reference = get_embedder(TORCH).encode(texts)
     onnx = get_embedder(f"{spec}:all-MiniLM-L6-v2")
     vectors = onnx.encode(texts)
     assert vectors.shape == (5, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     # Sentences; a one-word or empty text (only [CLS] [SEP]) drifts most under int8 (~0.975).
     assert (vectors[:3] * reference[:3]).sum(axis=1).min() >= min_cosine
-    assert onnx.count_tokens(texts) == get_embedder().count_tokens(texts)
-    assert onnx.info.model_id.startswith(DEFAULT_MODEL_ID + "+onnx-")
+    assert onnx.count_tokens(texts) == get_embedder(TORCH).count_tokens(texts)
+    assert onnx.info.model_id.startswith(BUNDLED_MODEL_ID + "+onnx-")
     assert model_spec_for(onnx.info.model_id) == f"{spec}:all-MiniLM-L6-v2"
     assert model_info(f"{spec}:all-MiniLM-L6-v2") == onnx.info
+
+
+def test_model_specs_and_ids_map_both_ways():
+    """The older specs keep their model ids; the default backend has its own."""
+    assert model_spec_for(BUNDLED_MODEL_ID) == "all-MiniLM-L6-v2"
+    assert model_spec_for(BUNDLED_MODEL_ID + "+onnx-fp32") == "onnx:all-MiniLM-L6-v2"
+    assert model_spec_for(BUNDLED_MODEL_ID + "+onnx-int8") == "onnx-int8:all-MiniLM-L6-v2"
+    assert DEFAULT_MODEL == "onnx-int8-token:all-MiniLM-L6-v2"
+    assert model_info(DEFAULT_MODEL).model_id == BUNDLED_MODEL_ID + "+onnx-int8-token"
+    assert model_spec_for(model_info(DEFAULT_MODEL).model_id) == DEFAULT_MODEL
+    assert (model_info(DEFAULT_MODEL).dimension, model_info(DEFAULT_MODEL).max_tokens) == (384, 256)
+    assert model_spec_for("hash:64") == "hash:64"
+
+
+def test_get_embedder_loads_once_when_threads_ask_at_once(monkeypatch):
+    """A warm-up thread and the flow's embed task asking together load the model once."""
+    from tasks.embed import models
+
+    loads: list[str] = []
+
+    def slow_hash(dimension: int) -> HashEmbedder:
+        loads.append("load")
+        threading.Event().wait(0.2)  # both threads ask while the first still loads
+        return HashEmbedder(dimension)
+
+    monkeypatch.setattr(models, "HashEmbedder", slow_hash)
+    spec = "hash:17"
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(get_embedder(spec))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert loads == ["load"] and len(got) == 4 and all(e is got[0] for e in got)
+    calls, loaded = embedder_cache_info()
+    assert calls >= 4 and loaded >= 1
+
+
+SENTENCES = [
+    "Ownership is a set of rules that govern how a Rust program manages memory.",
+    "A virtual environment is a self-contained directory tree.",
+    "这是一个测试句子，讲的是所有权和借用。",
+    'fn main() { let v: Vec<i32> = vec![1, 2, 3]; println!("{:?}", v); }',
+    "The mitochondria is the powerhouse of the cell. " * 12,
+    "short",
+    "",
+]
+
+
+@pytest.mark.model
+def test_default_backend_gives_a_text_the_same_vector_whatever_shares_its_pass():
+    """Per-token activation scales and one pass per text: alone, in a batch, in another
+    order, beside other texts, on one worker or three, a text's vector is the same."""
+    embedder = get_embedder(DEFAULT_MODEL)
+    assert isinstance(embedder, TokenInt8Embedder)
+    alone = np.stack([embedder.encode([text])[0] for text in SENTENCES])
+    assert alone.shape == (len(SENTENCES), 384) and alone.dtype == np.float32
+    assert np.allclose(np.linalg.norm(alone, axis=1), 1.0, atol=1e-5)
+    others = [f"filler text number {i} " * (i % 40 + 1) for i in range(57)]
+    mixed = embedder.encode(others + SENTENCES[::-1] + others[:5])
+    assert np.abs(mixed[57 : 57 + len(SENTENCES)][::-1] - alone).max() <= 1e-5
+    path, _ = resolve_model(BUNDLED_MODEL)
+    file = onnx_files.onnx_file(Path(path), "int8-token")
+    for workers in (1, 3):
+        other = TokenInt8Embedder(file, Path(path), embedder.info, workers)
+        assert np.abs(other.encode(SENTENCES + others)[: len(SENTENCES)] - alone).max() <= 1e-5
+    # next to torch fp32: the same model, int8
+    reference = get_embedder(TORCH).encode(SENTENCES[:5])
+    assert (alone[:5] * reference).sum(axis=1).min() >= 0.99
+    assert embedder.count_tokens(SENTENCES) == get_embedder(TORCH).count_tokens(SENTENCES)
+
+
+def mixed_questions() -> list[str]:
+    """A few hundred questions: English, Chinese and code; from ../shared/eval when present."""
+    built_in = [
+        "How do references and borrowing work in Rust?",
+        "What is the difference between a list and a tuple in Python?",
+        "How do I read a file line by line?",
+        "什么是所有权？",
+        "如何在 Python 中读取文件？",
+        "光合作用的主要产物是什么",
+        "def add(a, b): return a + b",
+        "let mut v = Vec::new(); v.push(1);",
+        "SELECT name FROM users WHERE id = 1;",
+        "std::sync::Arc<Mutex<T>> vs Rc<RefCell<T>>",
+        "error[E0499]: cannot borrow `x` as mutable more than once at a time",
+        "ValueError: too many values to unpack (expected 2)",
+        "git rebase --onto main feature",
+        "为什么 Rust 没有垃圾回收器？",
+        "async fn fetch(url: &str) -> Result<String, reqwest::Error>",
+    ]
+    questions = [f"{q} {suffix}" for q in built_in for suffix in ("", "?", "please explain")]
+    eval_root = ROOT.parent / "shared" / "eval"
+    for name in ("xquad-en", "xquad-zh", "scifact-train"):
+        path = eval_root / name / "queries.jsonl"
+        if path.is_file():
+            lines = path.read_text("utf-8").splitlines()[:100]
+            questions += [json.loads(line)["query"] for line in lines if line.strip()]
+    return questions
+
+
+@pytest.mark.model
+def test_fp32_onnx_query_encoder_matches_torch():
+    """Questions to a torch-built dataset are encoded without torch, by the fp32 export."""
+    questions = mixed_questions()
+    assert len(questions) >= 45
+    path, _ = resolve_model(BUNDLED_MODEL)
+    onnx_files.prepare(Path(path), "fp32")  # what `make install` does
+    encoder = query_embedder(BUNDLED_MODEL_ID)
+    assert encoder.info.model_id == BUNDLED_MODEL_ID + "+onnx-fp32"
+    cosine = (encoder.encode(questions) * get_embedder(TORCH).encode(questions)).sum(axis=1)
+    assert cosine.min() >= 0.9999, (cosine.min(), questions[int(cosine.argmin())])
+
+
+@pytest.mark.model
+def test_a_query_never_prepares_and_falls_back_to_torch(monkeypatch, tmp_path):
+    monkeypatch.setenv(onnx_files.CACHE_ENV, str(tmp_path / "empty-cache"))
+    assert query_embedder(BUNDLED_MODEL_ID) is get_embedder(TORCH), "no fp32 file: torch"
+    with pytest.raises(ModelNotPrepared, match="python -m tasks.embed.prepare"):
+        query_embedder(model_info(DEFAULT_MODEL).model_id)
+    assert not (tmp_path / "empty-cache" / "model.onnx").exists()
+
+
+@pytest.mark.model
+def test_preparation_from_scratch_works_offline(tmp_path):
+    """`python -m tasks.embed.prepare` (what `make install` runs) with no ONNX file yet and
+    every socket refused: it exports, quantises and writes whole files only."""
+    env, attempts = offline_env(dict(os.environ), tmp_path / "guard")
+    cache = tmp_path / "cache"
+    env[onnx_files.CACHE_ENV] = str(cache)
+    result = subprocess.run(
+        [sys.executable, "-m", "tasks.embed.prepare"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert attempts.read_text("utf-8") == ""
+    files = sorted(p.name for p in cache.rglob("*") if p.is_file())
+    assert files == ["digests.json", "model-int8-token-r1.onnx", "model.onnx"], files
+    assert "prepared in" in result.stdout
+    again = subprocess.run(
+        [sys.executable, "-m", "tasks.embed.prepare"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert again.stdout.count("already prepared") == 2, again.stdout
