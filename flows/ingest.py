@@ -37,8 +37,15 @@ from tasks.ingest.load import LoadSettings
 from tasks.ingest.pipeline import BatchSettings, file_batches, run_batches
 from tasks.ingest.report import RunProgress, publish_summary, terminal_progress
 from tasks.ingest.settings import IngestSettings
-from tasks.ingest.steps import TaskStages, delete_task, finalize_task, plan_task
+from tasks.ingest.steps import (
+    TaskStages,
+    delete_task,
+    finalize_task,
+    first_forward_pass,
+    plan_task,
+)
 from tasks.ingest.summary import IngestSummary
+from tasks.ingest.warmup import start_warm_up
 from tasks.text.split import SplitSettings
 
 
@@ -85,6 +92,7 @@ def ingest(settings: IngestSettings) -> State[Any]:
             summary.table_version = dataset.chunks.version
 
     summary.seconds = time.perf_counter() - started
+    summary.first_forward_pass = first_forward_pass()
     logger.info("ingest finished in %.1f s: %s", summary.seconds, summary.counts_line())
     publish_summary(summary, logger)
     return Completed(message=summary.outcome, data=summary)
@@ -101,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = settings.model_copy(update={"source_dir": str(Path(settings.source_dir).resolve())})
     runner = parse_options(parser, args, RunnerSettings)
     flow_run = ingest.with_options(task_runner=make_task_runner(runner))
+    if runner.task_runner == "threads":  # with Dask, workers parse and embed, not this process
+        start_warm_up(settings)
 
     def run() -> int:
         try:

@@ -123,7 +123,9 @@ def test_the_ui_shows_the_ingest_runs_summary_and_failures(tmp_path):
                 expect(page.locator("table")).to_contain_text("chunks table version")
                 summary = dict(rendered_table(page))
                 assert {name: summary[name] for name in printed} == printed
-                expect(page.get_by_text("1 file(s) failed.", exact=True)).to_be_visible()  # description
+                expect(
+                    page.get_by_text("1 file(s) failed.", exact=True)
+                ).to_be_visible()  # description
                 screenshot(page, "ingest-summary")
 
                 page.go_back()

@@ -59,6 +59,12 @@ class ParseWorker:
                     pipe.close()
         self._process = None
 
+    def start(self) -> None:
+        """Start the worker now (while Prefect starts, say) instead of on the first file."""
+        with self._lock:
+            if self._process is None:
+                self._start()
+
     def load(self, source: SourceFile, options: ReadOptions, timeout: float) -> Document:
         """The loaded document, or a failed one if the worker overran `timeout` or died."""
         with self._lock:

@@ -52,6 +52,7 @@ class IngestSummary:
     run_tag: str = ""
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    first_forward_pass: float | None = None  # seconds from process start, if this one embedded
 
     @property
     def empty(self) -> int:
@@ -138,6 +139,11 @@ class IngestSummary:
             **{f"ocr {name}": n for name, n in self.ocr_counts().items()},
             **{f"seconds {stage}": round(s, 2) for stage, s in self.stage_seconds.items()},
             "seconds total": round(self.seconds, 2),
+            **(
+                {}
+                if self.first_forward_pass is None
+                else {"seconds to first forward pass": round(self.first_forward_pass, 2)}
+            ),
             "dataset tag": self.run_tag,
             "chunks table version": self.table_version,
         }
@@ -162,6 +168,8 @@ class IngestSummary:
             f"window, {self.chunks_truncated} would be truncated",
             f"time: {self.seconds:.1f} s ({stages}); embed {rate:.1f} chunks/s",
         ]
+        if self.first_forward_pass is not None:
+            lines[-1] += f"; first forward pass {self.first_forward_pass:.1f} s after start"
         if self.ocr_pages or self.ocr_seconds:
             ocr = self.ocr_counts()
             lines.append(
