@@ -126,6 +126,14 @@ class Dataset:
         self._fingerprint = fp
         return fp
 
+    def built_with(self) -> str | None:
+        """The model id the dataset's fingerprint records, whatever its layout; None where
+        there is no dataset yet (or one doc-indexer did not make)."""
+        if not self.exists():
+            return None
+        stored = stored_fingerprint(self.chunks.schema)
+        return stored.model if stored else None
+
     def prepare(self, fp: Fingerprint, rebuild: bool = False) -> None:
         """Create the tables if needed; refuse a dataset built with another fingerprint.
 

@@ -8,16 +8,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from tasks.core.options import option, positional
-from tasks.dataset.location import DatasetOption
-from tasks.embed.models import DEFAULT_MODEL
+from tasks.dataset.dataset import Dataset
+from tasks.dataset.location import DEFAULT_INDEX_URI, DatasetOption
+from tasks.embed.models import BUNDLED_MODEL, DEFAULT_MODEL, model_spec_for
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.load import LoadSettings
 from tasks.ingest.pipeline import BatchSettings
 from tasks.text.split import SplitSettings
+
+AUTO_MODEL = "auto"  # the dataset's own model; for a new dataset, DEFAULT_MODEL
 
 
 class RunSettings(DatasetOption):
@@ -25,14 +29,25 @@ class RunSettings(DatasetOption):
 
     source_dir: str = positional("folder of documents to index")
     model: str = option(
-        DEFAULT_MODEL,
-        "embedding model: all-MiniLM-L6-v2, onnx:all-MiniLM-L6-v2, onnx-int8:all-MiniLM-L6-v2, "
-        "a sentence-transformers model on disk, or hash (tests)",
+        AUTO_MODEL,
+        f"embedding model: auto (the model the dataset was built with; {DEFAULT_MODEL} for a "
+        f"new one), {DEFAULT_MODEL}, {BUNDLED_MODEL} (torch), onnx:{BUNDLED_MODEL}, "
+        f"onnx-int8:{BUNDLED_MODEL}, a sentence-transformers model on disk, or hash (tests)",
     )
     rebuild: bool = option(False, "drop the dataset's tables and index everything again")
     lock_timeout: float = option(
         3600.0, "seconds to wait for another ingest run on the same dataset", ge=0
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_model(cls, values: Any) -> Any:
+        """Resolve `auto`: an existing dataset keeps the model it was built with (so one built
+        by an older default keeps updating as it was), a new one gets DEFAULT_MODEL."""
+        if not isinstance(values, dict) or values.get("model", AUTO_MODEL) != AUTO_MODEL:
+            return values
+        built = Dataset(str(values.get("index_uri", DEFAULT_INDEX_URI))).built_with()
+        return {**values, "model": model_spec_for(built) if built else DEFAULT_MODEL}
 
     @field_validator("source_dir")
     @classmethod
