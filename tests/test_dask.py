@@ -6,7 +6,9 @@ import lancedb
 import numpy as np
 import pytest
 
+from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import CHUNKS_TABLE
+from tasks.embed.models import DEFAULT_MODEL, model_info
 
 pytestmark = pytest.mark.integration
 
@@ -19,10 +21,10 @@ def _table(uri: str) -> dict[str, tuple[str, np.ndarray]]:
 
 def _embedder_calls() -> dict[str, int]:
     """Run on each Dask worker: how often it looked up, and how often it loaded, a model."""
-    from tasks.embed.models import get_embedder
+    from tasks.embed.models import embedder_cache_info
 
-    info = get_embedder.cache_info()
-    return {"calls": info.hits + info.misses, "loads": info.misses}
+    calls, loads = embedder_cache_info()
+    return {"calls": calls, "loads": loads}
 
 
 def test_dask_cluster_writes_the_same_rows_as_threads(prefect_backend, small_corpus, tmp_path):
@@ -35,7 +37,9 @@ def test_dask_cluster_writes_the_same_rows_as_threads(prefect_backend, small_cor
     source = str(small_corpus)
     # Recompute every task: the second run must not take the first run's cached results.
     with temporary_settings({PREFECT_TASKS_REFRESH_CACHE: True}):
-        threads = ingest(source_dir=source, index_uri=str(tmp_path / "threads"), batch_size=1)
+        # One batch of every file here, one per file there: each text shares its model call
+        # with other texts, yet gets the same vector (the default backend, per-token int8).
+        threads = ingest(source_dir=source, index_uri=str(tmp_path / "threads"))
         with (
             LocalCluster(
                 n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
@@ -49,6 +53,8 @@ def test_dask_cluster_writes_the_same_rows_as_threads(prefect_backend, small_cor
             per_worker = client.run(_embedder_calls)
 
     assert threads.indexed == on_dask.indexed == 5 and not on_dask.failed
+    built = model_info(DEFAULT_MODEL).model_id
+    assert Dataset(str(tmp_path / "threads")).built_with() == built, "the default backend"
     assert on_dask.chunks_embedded == threads.chunks_embedded > 0
     expected, got = _table(str(tmp_path / "threads")), _table(str(tmp_path / "dask"))
     assert sorted(got) == sorted(expected)

@@ -1,15 +1,18 @@
 """The everyday paths load only what they need: a run that finds nothing changed never imports
-torch or sentence-transformers, and a question needs no Prefect server."""
+torch or sentence-transformers, a question needs no Prefect server, and a question to a
+dataset of the default backend needs no torch."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
 from .conftest import ROOT
+from .offline import offline_env
 
 pytestmark = pytest.mark.integration
 
@@ -17,6 +20,12 @@ HEAVY = ("torch", "sentence_transformers", "transformers", "unstructured")
 
 
 def run_python(script: str, env: dict[str, str], cwd: Path = ROOT) -> str:
+    return run_python_output(script, env, cwd).stdout
+
+
+def run_python_output(
+    script: str, env: dict[str, str], cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         [sys.executable, "-c", script],
         cwd=cwd,
@@ -26,7 +35,7 @@ def run_python(script: str, env: dict[str, str], cwd: Path = ROOT) -> str:
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    return result
 
 
 def loaded_after(call: str) -> str:
@@ -80,3 +89,39 @@ def test_a_question_without_a_prefect_api_runs_in_process_from_any_folder(subpro
         cwd=elsewhere,
     )
     assert "a.md" in out and "PREFECT False" in out, out
+
+
+def test_the_default_backend_prepares_itself_once_offline_and_answers_without_torch(
+    subprocess_env, tmp_path
+):
+    """From a machine with no prepared model (an empty ONNX cache) and no network: the first
+    ingest prepares the default backend, saying so in one line; a question in the default
+    mode (hybrid: the question is embedded) imports neither torch nor sentence-transformers."""
+    from tasks.embed.onnx_files import CACHE_ENV
+
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    fresh = uuid.uuid4().hex  # texts no earlier run embedded: Prefect's cache cannot answer
+    (corpus / "a.md").write_text(f"# Lighthouses\n\nA keeper trims the wick. {fresh}\n", "utf-8")
+    (corpus / "b.md").write_text(f"# Bread\n\nSourdough needs a starter. {fresh}\n", "utf-8")
+    index = str(tmp_path / "index")
+    env, attempts = offline_env(subprocess_env, tmp_path / "guard")
+    env[CACHE_ENV] = str(tmp_path / "onnx-cache")
+    ingest = run_python_output(
+        f"from flows.ingest import main; main([{str(corpus)!r}, '--index', {index!r}])", env
+    )
+    assert "files: 2 seen, 2 indexed" in ingest.stdout
+    line = "prepared the embedding model onnx-int8-token:all-MiniLM-L6-v2 for this machine in"
+    assert ingest.stderr.count(line) == 1, ingest.stderr[-3000:]
+    no_server = {k: v for k, v in env.items() if k != "PREFECT_API_URL"}
+    out = run_python(
+        loaded_after(
+            f"from flows.query import main; main(['who trims the wick', '--index', {index!r}, "
+            "'-k', '1'])"
+        ),
+        no_server,
+    )
+    assert "a.md" in out, out
+    assert "'torch'" not in out and "'sentence_transformers'" not in out, out
+    assert "HEAVY []" in out, out
+    assert attempts.read_text("utf-8") == ""

@@ -25,7 +25,7 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.embed.base import Embedder
-from tasks.embed.models import get_embedder, model_spec_for
+from tasks.embed.models import model_spec_for, query_embedder
 from tasks.search.filters import chunk_filter, doc_window
 from tasks.search.fusion import HYBRID, best_per_doc
 from tasks.search.hits import HIT_COLUMNS, Hit
@@ -47,10 +47,11 @@ class Searcher:
         self._indexed: tuple[int, set[str]] = (-1, set())
 
     def embedder(self) -> Embedder:
-        """The dataset's embedding model, loaded once per process."""
+        """The encoder of the dataset's model for questions, loaded once per process (torch-free
+        where it can be: tasks.embed.models.query_embedder)."""
         fp = self.dataset.fingerprint
         try:
-            embedder = get_embedder(model_spec_for(fp.model))
+            embedder = query_embedder(fp.model)
         except Exception as exc:  # noqa: BLE001 - re-raised as the dataset's problem
             raise DatasetError(
                 f"{self.dataset.uri} was built with model {fp.model}, which cannot be loaded "
