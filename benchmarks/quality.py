@@ -1,12 +1,13 @@
 """Retrieval quality on every dev set, in every mode, in one table; and fusion tuning.
 
     .venv/bin/python -m benchmarks.quality [--sets xquad-en xquad-zh scifact-train]
-                                           [--model SPEC] [--tune]
+                                           [--model SPEC] [--modes vector ...] [--tune]
 
 Each dev set under ../shared/eval (docs/, queries.jsonl, qrels.tsv) is ingested once into
 .cache/bench/quality/<set>-<model> (reused while the dataset's fingerprint still fits) and
-searched in batch in each mode, documents ranked by their best chunk, as `flows.evaluate`
-does. Prints nDCG@10 per set and mode, recall@10 and MRR@10 beside it, and one JSON line.
+searched in batch in each mode (or the `--modes` given), documents ranked by their best
+chunk, as `flows.evaluate` does. Prints nDCG@10 per set and mode, recall@10 and MRR@10
+beside it, and one JSON line.
 
 `--tune` also takes each query's vector and full-text candidate lists once and scores
 hybrid mode over a grid of its fusion settings (tasks/search/fusion.py: the vector list's
@@ -57,14 +58,16 @@ def dataset_for(name: str, model: str) -> str:
     return str(uri)
 
 
-def scores(searcher: Searcher, name: str) -> dict[str, dict[str, float]]:
+def scores(
+    searcher: Searcher, name: str, modes: tuple[str, ...] = MODES
+) -> dict[str, dict[str, float]]:
     queries, qrels = (
         read_queries(EVAL / name / "queries.jsonl"),
         read_qrels(EVAL / name / "qrels.tsv"),
     )
     texts = [q.query for q in queries]
     results = {}
-    for mode in MODES:
+    for mode in modes:
         hits = searcher.search_many(texts, SearchParams(k=K, mode=mode, per_doc=True))
         run = {q.qid: [h.doc_id for h in found] for q, found in zip(queries, hits, strict=True)}
         results[mode] = score_run(run, qrels, K)
@@ -157,6 +160,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
     parser.add_argument("--sets", nargs="+", default=list(SETS))
     parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--tune", action="store_true", help="also tune the hybrid fusion")
     parser.add_argument(
         "--headings", action="store_true", help="also embed with the heading path in front"
@@ -170,14 +174,14 @@ def main() -> int:
     for name in args.sets:
         uri = dataset_for(name, args.model)
         searcher = Searcher(Dataset(uri))
-        report[name] = scores(searcher, name)
+        report[name] = scores(searcher, name, tuple(args.modes))
         if args.headings:
             headings[name] = headings_experiment(uri, name, args.model)
         if args.tune:
             lists[name] = candidates(searcher, name)
             qrels[name] = read_qrels(EVAL / name / "qrels.tsv")
     print(f"nDCG@10 (recall@10, MRR@10), model {args.model}, documents ranked by their best chunk")
-    print(f"{'set':<16}" + "".join(f"{mode:>26}" for mode in MODES))
+    print(f"{'set':<16}" + "".join(f"{mode:>26}" for mode in args.modes))
     for name, modes in report.items():
         cells = "".join(
             f"{m['ndcg@10']:>9.3f} ({m['recall@10']:.3f}, {m['mrr@10']:.3f})"
