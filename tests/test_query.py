@@ -30,6 +30,7 @@ from tasks.dataset.ann import refresh_vector_index, vector_index
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import CHUNKS_TABLE, Fingerprint, chunks_schema
 from tasks.embed.hash_backend import HashEmbedder
+from tasks.embed.models import DEFAULT_MODEL, model_info
 from tasks.search.fusion import HYBRID, Fusion, best_per_doc, standardised
 from tasks.search.hits import Hit
 from tasks.search.params import MODES, SearchParams
@@ -444,7 +445,7 @@ def test_stats_and_sources_describe_the_index(real_index, capsys):
     assert main(["--stats", "--json", "--index", real_index]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["documents_by_status"] == {"indexed": len(CORPUS)}
-    assert stats["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert stats["model"] == model_info(DEFAULT_MODEL).model_id  # the default backend
     assert stats["chunks"] >= len(CORPUS) and stats["size_bytes"] > 0
     assert stats["default_mode"] == "hybrid" and stats["run_tags"]
     assert {"FTS", "BTree"} <= {index["type"] for index in stats["indexes"]}
