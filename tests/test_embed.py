@@ -253,10 +253,14 @@ def test_fp32_onnx_query_encoder_matches_torch():
 @pytest.mark.model
 def test_a_query_never_prepares_and_falls_back_to_torch(monkeypatch, tmp_path):
     monkeypatch.setenv(onnx_files.CACHE_ENV, str(tmp_path / "empty-cache"))
-    assert query_embedder(BUNDLED_MODEL_ID) is get_embedder(TORCH), "no fp32 file: torch"
-    with pytest.raises(ModelNotPrepared, match="python -m tasks.embed.prepare"):
-        query_embedder(model_info(DEFAULT_MODEL).model_id)
-    assert not (tmp_path / "empty-cache" / "model.onnx").exists()
+    query_embedder.cache_clear()  # chosen once per process: start this one afresh
+    try:
+        assert query_embedder(BUNDLED_MODEL_ID) is get_embedder(TORCH), "no fp32 file: torch"
+        with pytest.raises(ModelNotPrepared, match="python -m tasks.embed.prepare"):
+            query_embedder(model_info(DEFAULT_MODEL).model_id)
+    finally:
+        query_embedder.cache_clear()
+    assert not list((tmp_path / "empty-cache").rglob("*.onnx"))
 
 
 @pytest.mark.model

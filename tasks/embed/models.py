@@ -165,6 +165,7 @@ class ModelNotPrepared(RuntimeError):
     """A query needs an ONNX file that this machine has not prepared."""
 
 
+@cache  # once per process: a service asks for every question
 def query_embedder(model_id: str) -> Embedder:
     """The encoder of questions for a dataset whose vectors `model_id` made.
 
