@@ -1,11 +1,14 @@
 """Which model an ingest run uses: `--model auto` (the default) keeps an existing dataset's
 model, so a dataset built by an older default keeps updating as it was built; a new dataset
 gets the default backend; an explicit model is taken as given (and a different one than the
-dataset's still asks for --rebuild, tests/test_incremental.py)."""
+dataset's still asks for --rebuild)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tasks.dataset.dataset import Dataset
+from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import Fingerprint
 from tasks.embed.base import ModelInfo
 from tasks.embed.models import BUNDLED_MODEL_ID, DEFAULT_MODEL
@@ -41,3 +44,22 @@ def test_an_explicit_model_is_taken_as_given(tmp_path):
     settings = IngestSettings(source_dir=str(tmp_path), index_uri=uri, model="hash")
     assert settings.model == "hash"
     assert settings.narrow(IngestSettings) == settings, "resolved once, then plain data"
+
+
+@pytest.mark.integration
+def test_through_the_flow_auto_keeps_the_model_and_another_asks_for_rebuild(
+    prefect_backend, tmp_path
+):
+    from flows.ingest import ingest
+
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# A\n\nLighthouse keepers trim wicks.\n", "utf-8")
+    uri = str(tmp_path / "index")
+    assert ingest(source_dir=str(corpus), index_uri=uri, model="hash:64").indexed == 1
+    (corpus / "b.md").write_text("# B\n\nSourdough needs a starter.\n", "utf-8")
+    again = ingest(source_dir=str(corpus), index_uri=uri)  # --model auto
+    assert (again.indexed, again.unchanged) == (1, 1)
+    assert Dataset(uri).built_with() == "hash:64"
+    with pytest.raises(DatasetError, match="--rebuild"):
+        ingest(source_dir=str(corpus), index_uri=uri, model="hash:32")
