@@ -300,10 +300,11 @@ def test_readers_never_see_a_partial_document(subprocess_env, tmp_path):
     try:
         while writer.poll() is None:
             db = lancedb.connect(uri)
-            if CHUNKS_TABLE not in db.table_names():
-                time.sleep(0.05)  # the writer has not created it yet
+            try:
+                table = db.open_table(CHUNKS_TABLE)
+            except ValueError:  # not created yet, or listed before its first version is written
+                time.sleep(0.05)
                 continue
-            table = db.open_table(CHUNKS_TABLE)
             snapshot = table.to_arrow().select(["doc_id", "chunk_count"]).to_pylist()
             counts: dict[str, list[int]] = {}
             for row in snapshot:
