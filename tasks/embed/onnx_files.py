@@ -67,7 +67,10 @@ def weights_digest(weights: Path) -> str:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     known[key] = digest.hexdigest()[:16]
-    _write_atomically(memo, lambda tmp: tmp.write_text(json.dumps(known), "utf-8"))
+    try:
+        _write_atomically(memo, lambda tmp: tmp.write_text(json.dumps(known), "utf-8"))
+    except OSError:  # a read-only cache: hash again next time, still correct
+        pass
     return known[key]
 
 
