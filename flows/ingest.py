@@ -13,8 +13,15 @@ failed", or Failed.
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+from flows import temporary_server
+
+# First of all, as a command: Prefect's temporary server starts while the rest is imported.
+AS_COMMAND = __name__ == "__main__" and not {"-h", "--help"} & set(sys.argv)
+SERVER = temporary_server.start() if AS_COMMAND else None
+
+import argparse
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -114,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def run() -> int:
         try:
+            if SERVER is not None:
+                SERVER.wait_until_ready()
             with terminal_progress():  # a progress bar when a person watches the run
                 state = flow_run(**settings.options(), return_state=True)
                 summary: IngestSummary = state.result()

@@ -4,11 +4,13 @@ dataset of the default backend needs no torch."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from .conftest import ROOT
@@ -125,3 +127,35 @@ def test_the_default_backend_prepares_itself_once_offline_and_answers_without_to
     assert "'torch'" not in out and "'sentence_transformers'" not in out, out
     assert "HEAVY []" in out, out
     assert attempts.read_text("utf-8") == ""
+
+
+def test_the_ingest_command_starts_its_temporary_server_first_and_stops_it(
+    subprocess_env, tmp_path
+):
+    """Without an API server, `python -m flows.ingest` starts Prefect's server process itself
+    before its imports (flows/temporary_server.py), runs the flow against it, and stops it."""
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# A\n\nSome words about lighthouses.\n", "utf-8")
+    env = {k: v for k, v in subprocess_env.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    result = subprocess.run(
+        [sys.executable, "-m", "flows.ingest", str(corpus), "--index", str(tmp_path / "index")]
+        + ["--model", "hash"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "files: 1 seen, 1 indexed" in result.stdout
+    started = re.search(
+        r"Starting temporary Prefect server on (http://127\.0\.0\.1:\d+)", result.stderr
+    )
+    assert started, result.stderr[-3000:]
+    assert f"Stopping temporary Prefect server on {started[1]}" in result.stderr
+    assert "Starting temporary server" not in result.stderr, "Prefect started a second one"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{started[1]}/api/health", timeout=2)
+    assert (tmp_path / "prefect" / "prefect.db").exists(), "the server kept its state in the home"
