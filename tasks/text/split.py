@@ -54,8 +54,9 @@ class SplitSettings(Settings):
     )
     breakpoint_percentile: float = option(
         95.0,
-        "semantic splitter: cut where the embedding distance between adjacent sentences "
-        "exceeds this percentile of the document's distances",
+        "semantic splitter: cut between two sentences where the embedding distance of the "
+        "text before and after exceeds this percentile of the document's distances",
+        metavar="P",
         ge=0,
         le=100,
     )
