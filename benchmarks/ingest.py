@@ -1,22 +1,27 @@
-"""Ingest throughput next to raw model throughput, measured in one process.
+"""Ingest speed and memory: the whole command next to the model's own encode of the same texts.
 
-    .venv/bin/python -m benchmarks.ingest [DIR] [--batch-size N] [--model SPEC]
-        [--generate-md N [--sections]]
+    .venv/bin/python -m benchmarks.ingest [DIR] [--model SPEC] [--batch-size N]
+        [--generate-md N [--sections]] [--in-process [--first-run-only]]
 
-1. a first ingest of DIR (default data/sample) through the real flow into a fresh dataset, with a
-   fresh Prefect home so that no cached result is reused; with --generate-md N, DIR is instead
-   a generated set of N Markdown files made from ../shared/corpus/md (every line of copy k ends
-   with "(copy k)", so no chunk text repeats and nothing is reused); with --sections each
-   generated file is one section of a corpus file (a few chunks) instead of a whole chapter;
-2. raw encodes of exactly the chunk texts that run wrote, same model, same batch size: the
-   library's `model.encode` (sentence-transformers sorts by characters), then the pipeline's
-   encoder (token-length groups) on all of them in one call;
-3. a second, unchanged ingest run.
-Prints a table and one JSON line; `ratio` is `model.encode` seconds over the first run's seconds
-in the flow, `ratio_to_grouped_encode` the same against the pipeline's encoder. Peak RSS is
-taken right after the first run (before the raw encodes): the ingest process's own peak, and
-the peak of its whole process tree (parser process and the ephemeral Prefect server included),
-sampled every 0.2 s.
+Default (whole process): `python -m flows.ingest DIR` runs as a fresh process with a fresh
+Prefect home and no API server (so it starts a temporary one, as a user's first run does); its
+wall time from process start to exit is measured, with the peak RSS of the ingest process and
+of its whole process tree (parser process and temporary Prefect server included), sampled
+every 0.2 s, and the time to its first forward pass (from its summary). Then the yardstick:
+torch `SentenceTransformer.encode` of exactly the chunk texts that run wrote, bundled
+all-MiniLM-L6-v2, batch size 64, in this process. `ratio` = whole-process wall / that encode
+time. Then a no-change re-run, whole process again.
+
+With --generate-md N, DIR is instead a generated set of N Markdown files made from
+../shared/corpus/md (every line of copy k ends with "(copy k)", so no chunk text repeats and
+nothing is reused); with --sections each generated file is one section of a corpus file.
+
+--in-process: the older detail view, run through the flow function in this process: seconds
+per stage, peak RSS by quarter, OCR pages/s (e.g. on
+../shared/corpus/nasty/pdf/scanned_no_text_layer), then raw encodes of the written texts (the
+library's `model.encode` and the pipeline's grouped encoder) and an unchanged second run;
+--first-run-only stops after the first run.
+Prints a table and one JSON line.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import json
 import os
 import re
 import resource
+import subprocess
 import sys
 import tempfile
 import threading
@@ -43,6 +49,8 @@ from flows.ingest import ingest  # noqa: E402
 from tasks.dataset.schema import CHUNKS_TABLE  # noqa: E402
 from tasks.embed.base import ENCODE_BATCH_SIZE  # noqa: E402
 from tasks.embed.models import DEFAULT_MODEL, get_embedder  # noqa: E402
+
+DEFAULT_TORCH_MODEL = "all-MiniLM-L6-v2"  # the yardstick: bundled model on torch
 from tasks.embed.torch_backend import SentenceTransformerEmbedder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,24 +80,30 @@ class PeakTreeRss:
     """Samples the RSS of this process and all its descendants; keeps the largest sum, and this
     process's own RSS at every sample (to tell growth from a plateau)."""
 
-    def __init__(self, interval: float = 0.2):
+    def __init__(self, interval: float = 0.2, pid: int | None = None):
         self.peak = 0
         self.own: list[int] = []
+        self._pid = pid  # the process whose tree is sampled: this one by default
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
-        me = psutil.Process()
+        me = psutil.Process(self._pid)
         while not self._stop.wait(self._interval):
             total = 0
-            for process in [me, *me.children(recursive=True)]:
+            try:
+                tree = [me, *me.children(recursive=True)]
+                own = me.memory_info().rss
+            except psutil.Error:  # the sampled process has ended
+                return
+            for process in tree:
                 try:
                     total += process.memory_info().rss
                 except psutil.Error:  # ended between listing and reading
                     pass
             self.peak = max(self.peak, total)
-            self.own.append(me.memory_info().rss)
+            self.own.append(own)
 
     def own_peak_by_quarter(self) -> list[float]:
         """This process's peak RSS (MiB) in each quarter of the sampled time."""
@@ -124,10 +138,17 @@ def main() -> int:
         action="store_true",
         help="stop after the first run: time, stages and peak RSS, no raw encode (memory runs)",
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the flow function in this process: stage seconds, OCR pages/s, raw encodes",
+    )
     args = parser.parse_args()
     uri = str(WORK / "index")
     if args.generate_md:
         args.source_dir = str(generate_markdown(args.generate_md, WORK / "md-set", args.sections))
+    if not args.in_process:
+        return _whole_process(args, uri)
     run = {
         "source_dir": str(Path(args.source_dir).resolve()),
         "index_uri": uri,
@@ -157,9 +178,65 @@ def main() -> int:
         "peak_rss_ingest_process_mib": _mib(peak_rss),
         "peak_rss_process_tree_mib": _mib(tree.peak),
         "peak_rss_ingest_process_by_quarter_mib": tree.own_peak_by_quarter(),
+        # OCR of pages without a text layer, from the first run's summary: seconds of OCR
+        # work (rendering and recognition) in the parser process, not wall time of the run
+        "ocr_pages": first.ocr_pages,
+        "ocr_pages_per_s": round(first.ocr_pages / first.ocr_seconds, 3)
+        if first.ocr_seconds
+        else 0,
     }
     if not args.first_run_only:
         result.update(_raw_and_second_run(run, first.chunks_written, first.seconds))
+    width = max(map(len, result))
+    for key, value in result.items():
+        print(f"{key:<{width}}  {value}")
+    print(json.dumps(result))
+    return 0
+
+
+FIRST_PASS = re.compile(r"first forward pass ([\d.]+) s")
+WRITTEN = re.compile(r"chunks: (\d+) written")
+
+
+def _command(args: argparse.Namespace, uri: str) -> tuple[float, str, PeakTreeRss]:
+    """Run `python -m flows.ingest` as a user would: (wall seconds, stdout, its RSS peaks)."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # a temporary server
+    command = [sys.executable, "-m", "flows.ingest", args.source_dir, "--index", uri]
+    command += ["--model", args.model, "--batch-size", str(args.batch_size)]
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    with PeakTreeRss(pid=process.pid) as peaks:
+        stdout, _ = process.communicate()
+    wall = time.perf_counter() - start
+    if process.returncode not in (0, 2):  # 2: some files failed, the run completed
+        raise SystemExit(f"{command} exited {process.returncode}")
+    return wall, stdout, peaks
+
+
+def _whole_process(args: argparse.Namespace, uri: str) -> int:
+    wall, stdout, peaks = _command(args, uri)
+    print(stdout, file=sys.stderr)
+    first_pass = FIRST_PASS.search(stdout)
+    texts = lancedb.connect(uri).open_table(CHUNKS_TABLE).to_arrow().column("text").to_pylist()
+    yardstick = get_embedder(DEFAULT_TORCH_MODEL)
+    assert isinstance(yardstick, SentenceTransformerEmbedder)
+    start = time.perf_counter()
+    yardstick.model.encode(texts, batch_size=ENCODE_BATCH_SIZE, normalize_embeddings=True)
+    encode = time.perf_counter() - start
+    second_wall, second_stdout, _ = _command(args, uri)
+    result = {
+        "source_dir": args.source_dir,
+        "model": args.model,
+        "chunks": len(texts),
+        "whole_process_wall_s": round(wall, 2),
+        "torch_encode_s": round(encode, 2),
+        "ratio": round(wall / encode, 3),
+        "first_forward_pass_s": float(first_pass[1]) if first_pass else None,
+        "peak_rss_ingest_process_mib": _mib(max(peaks.own, default=0)),
+        "peak_rss_process_tree_mib": _mib(peaks.peak),
+        "no_change_rerun_wall_s": round(second_wall, 2),
+        "no_change_rerun_written": int(m[1]) if (m := WRITTEN.search(second_stdout)) else None,
+    }
     width = max(map(len, result))
     for key, value in result.items():
         print(f"{key:<{width}}  {value}")

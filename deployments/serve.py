@@ -27,9 +27,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from prefect import serve
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+from prefect.deployments.runner import RunnerDeployment
 
 from flows.ingest import ingest
 from flows.query_flow import query
@@ -86,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         description=f"Search {index_uri}: the hits are the run's query-hits artifact.",
         tags=["doc-indexer"],
     )
-    serve(reindex, search)
+    # to_deployment returns a RunnerDeployment when called outside an event loop, as here.
+    serve(cast(RunnerDeployment, reindex), cast(RunnerDeployment, search))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@
 
 Ingests the corpus into a temporary dataset (or, with --index, into that dataset once and
 reuses it on later runs), runs every query in batch in each mode, ranks documents by their
-best chunk and prints JSON with nDCG@k, recall@k and MRR@k per mode. Qrels name documents by
-their path relative to the corpus folder, which is the index's doc_id.
+best chunk and prints JSON with nDCG@k, recall@k and MRR@k per mode, and the settings that
+produced them (the dataset's fingerprint: model, splitter, analyser; hybrid mode's fusion).
+Qrels name documents by their path relative to the corpus folder, which is the index's
+doc_id. `python -m benchmarks.quality` runs every dev set and prints one table.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ from flows.query_flow import search_task
 from tasks.core.options import Settings, add_options, flow_parameters, option, parse_options
 from tasks.dataset.dataset import Dataset
 from tasks.eval.metrics import read_qrels, score_run
+from tasks.search.fusion import HYBRID
 from tasks.search.params import MODES, Mode, SearchParams
 from tasks.search.queries import read_queries
 
@@ -70,11 +74,12 @@ def evaluate(request: EvaluateRequest) -> dict[str, Any]:
             }
             results[mode] = score_run(run, judgements, request.k)
             logger.info("%s: %s", mode, results[mode])
-        model = Dataset(uri).fingerprint.model
+        fingerprint = Dataset(uri).fingerprint
     return {
         "corpus": request.corpus,
         "index": request.index_uri,
-        "model": model,
+        "model": fingerprint.model,
+        "settings": {"dataset": asdict(fingerprint), "hybrid": asdict(HYBRID)},
         "queries": len(batch),
         "judged_queries": len(judgements),
         "k": request.k,

@@ -27,6 +27,7 @@ from prefect.states import Completed, State
 from flows.cli import exit_status
 from flows.runners import RunnerSettings, make_task_runner, parallel_batches
 from tasks.core.options import add_options, flow_parameters, parse_options
+from tasks.core.reasons import Reason
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import Fingerprint
@@ -36,8 +37,15 @@ from tasks.ingest.load import LoadSettings
 from tasks.ingest.pipeline import BatchSettings, file_batches, run_batches
 from tasks.ingest.report import RunProgress, publish_summary, terminal_progress
 from tasks.ingest.settings import IngestSettings
-from tasks.ingest.steps import TaskStages, delete_task, finalize_task, plan_task
+from tasks.ingest.steps import (
+    TaskStages,
+    delete_task,
+    finalize_task,
+    first_forward_pass,
+    plan_task,
+)
 from tasks.ingest.summary import IngestSummary
+from tasks.ingest.warmup import start_warm_up
 from tasks.text.split import SplitSettings
 
 
@@ -61,11 +69,12 @@ def ingest(settings: IngestSettings) -> State[Any]:
         with summary.timed("discover"):
             dataset.prepare(fp, settings.rebuild)
             scan = settings.narrow(ScanSettings)
-            plan = plan_task(settings.source_dir, dataset.ledger(), scan, fp.id)
+            load = settings.narrow(LoadSettings)
+            retry = frozenset({Reason.OCR_OFF}) if load.ocr != "off" else frozenset()
+            plan = plan_task(settings.source_dir, dataset.ledger(), scan, fp.id, retry)
         summary.add_plan(plan)
         logger.info(plan.describe())
 
-        load = settings.narrow(LoadSettings)
         stages = TaskStages(dataset, settings.model, load, split, logger)
         batches = file_batches(plan.to_index, settings.narrow(BatchSettings))
         progress = RunProgress(len(plan.to_index), logger)
@@ -83,6 +92,7 @@ def ingest(settings: IngestSettings) -> State[Any]:
             summary.table_version = dataset.chunks.version
 
     summary.seconds = time.perf_counter() - started
+    summary.first_forward_pass = first_forward_pass()
     logger.info("ingest finished in %.1f s: %s", summary.seconds, summary.counts_line())
     publish_summary(summary, logger)
     return Completed(message=summary.outcome, data=summary)
@@ -99,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = settings.model_copy(update={"source_dir": str(Path(settings.source_dir).resolve())})
     runner = parse_options(parser, args, RunnerSettings)
     flow_run = ingest.with_options(task_runner=make_task_runner(runner))
+    if runner.task_runner == "threads":  # with Dask, workers parse and embed, not this process
+        start_warm_up(settings)
 
     def run() -> int:
         try:

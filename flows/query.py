@@ -93,7 +93,10 @@ def render_stats(stats: dict[str, Any]) -> str:
 def render_sources(sources: list[dict[str, Any]]) -> str:
     lines = [f"{'status':<8} {'chunks':>6}  document"]
     for row in sources:
-        problem = f"  ({row['reason']}: {row['error']})" if row["reason"] else ""
+        notes = [f"{row['reason']}: {row['error']}" if row["reason"] else row["error"]]
+        if row["ocr_pages"]:
+            notes.append(f"OCR: page {', '.join(map(str, row['ocr_pages']))}")
+        problem = "".join(f"  ({note})" for note in notes if note)
         lines.append(f"{row['status']:<8} {row['n_chunks']:>6}  {row['doc_id']}{problem}")
     return "\n".join(lines)
 

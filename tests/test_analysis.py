@@ -197,6 +197,8 @@ def test_lancedb_whitespace_index_finds_analysed_text(tmp_path):
     from lancedb.index import FTS
     from lancedb.query import MatchQuery
 
+    from tasks.dataset.dataset import FULL_TEXT_INDEX
+
     docs = {
         "zh": "黑豹队的防守只丢了 308分，在联赛中排名第六。",
         "code": "Use std::collections::HashMap for a snake_case_name lookup.",
@@ -208,18 +210,7 @@ def test_lancedb_whitespace_index_finds_analysed_text(tmp_path):
         "chunks", [{"doc": k, "text": v, "search_text": search_text(v)} for k, v in docs.items()]
     )
     table.create_index("text", config=FTS())  # today's index, left as it is
-    table.create_index(
-        "search_text",
-        config=FTS(
-            base_tokenizer="whitespace",
-            lower_case=False,
-            stem=False,
-            remove_stop_words=False,
-            ascii_folding=False,
-            with_position=False,
-            max_token_length=None,
-        ),
-    )
+    table.create_index("search_text", config=FULL_TEXT_INDEX)
     assert {"text_idx", "search_text_idx"} <= {index.name for index in table.list_indices()}
 
     def top(question: str) -> str:

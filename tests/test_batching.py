@@ -6,7 +6,7 @@ import pytest
 
 from flows.ingest import main
 from tasks.core.records import SourceFile
-from tasks.ingest.pipeline import BatchSettings, file_batches
+from tasks.ingest.pipeline import FIRST_BATCH_FILES, BatchSettings, file_batches
 
 KIB = 1024
 
@@ -26,6 +26,11 @@ def test_batches_hold_at_most_the_file_count_and_are_labelled_in_order():
         ["f2.md", "f3.md"],
         ["f4.md"],
     ]
+
+
+def test_the_first_batch_is_small_so_the_model_starts_early():
+    batches = file_batches(sources(*[1] * 40), BatchSettings(batch_size=32, batch_mb=1))
+    assert [len(batch.files) for batch in batches] == [FIRST_BATCH_FILES, 32, 40 - 32 - 4]
 
 
 def test_batches_close_before_the_byte_limit_and_a_big_file_goes_alone():

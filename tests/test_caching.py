@@ -36,9 +36,9 @@ def chunk_set(uri):
 @pytest.fixture
 def count_partitions(monkeypatch):
     calls = []
-    real = parse_module.partition
+    real = parse_module.read_blocks
     monkeypatch.setattr(
-        parse_module, "partition", lambda s, d: calls.append(s.doc_id) or real(s, d)
+        parse_module, "read_blocks", lambda s, d, o: calls.append(s.doc_id) or real(s, d, o)
     )
     return calls
 

@@ -120,12 +120,28 @@ def test_a_dataset_built_differently_is_refused(tmp_path):
     assert Dataset(uri).fingerprint == other
 
 
+def test_a_dataset_built_with_another_analyser_asks_for_a_rebuild(tmp_path):
+    uri = str(tmp_path / "index")
+    Dataset(uri).prepare(replace(FP, analyser="lancedb-default"))
+    with pytest.raises(DatasetError, match="analyser lancedb-default.*--rebuild"):
+        Dataset(uri).prepare(FP)
+
+
 def test_a_dataset_of_an_older_layout_asks_for_a_rebuild(tmp_path):
     uri = str(tmp_path / "index")
     older = replace(FP, schema_version=FP.schema_version - 1)
     Dataset(uri).prepare(older)
     with pytest.raises(DatasetError, match="older doc-indexer.*--rebuild"):
         Dataset(uri).fingerprint  # noqa: B018
+
+
+def test_a_dataset_without_a_column_of_the_layout_asks_for_a_rebuild(tmp_path):
+    uri = str(tmp_path / "index")
+    prepared(uri)
+    lancedb.connect(uri).open_table(DOCUMENTS_TABLE).drop_columns(["ocr_pages"])
+    with pytest.raises(DatasetError, match="no ocr_pages column.*--rebuild"):
+        Dataset(uri).prepare(FP)
+    Dataset(uri).prepare(FP, rebuild=True)
 
 
 def test_missing_dataset_is_a_clear_error(tmp_path):

@@ -7,6 +7,7 @@ checks the LanceDB index they leave behind, and that two runs of the deployment 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -146,7 +147,8 @@ def test_served_deployment_reindexes_changes_one_run_at_a_time(stack):
     only_run = {"artifacts": {"flow_run_id": {"any_": [run["id"]]}}}
     artifacts = http.post("/artifacts/filter", json=only_run).json()
     (hits,) = [a for a in artifacts if a["key"] == "query-hits"]
-    assert len(hits["data"]) == 3 and hits["data"][0]["source"] == EDITED
+    table = json.loads(hits["data"])
+    assert len(table) == 3 and table[0]["source"] == EDITED
     assert question["text"] in hits["description"]
 
     # Edit one file, delete another, then trigger two runs at once: the deployment's

@@ -14,6 +14,7 @@ import pytest
 
 import tasks.ingest.steps as steps_module
 from flows.ingest import ingest
+from flows.query_flow import query
 from tasks.core.reasons import Reason
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.ingest.discover import ScanSettings, discover
@@ -35,9 +36,9 @@ NASTY = [
     ("pdf/encrypted_password/aes-256.pdf", "failed", "encrypted"),
     ("pdf/encrypted_password/rc4-128.pdf", "failed", "encrypted"),
     ("pdf/encrypted_empty_user_password/dmca.pdf", "indexed", None),
-    ("pdf/scanned_no_text_layer/ccitt.pdf", "empty", "no_text_layer"),
-    ("pdf/scanned_no_text_layer/jbig2.pdf", "empty", "no_text_layer"),
-    ("pdf/huge_page_or_image/poster.pdf", "empty", "no_text_layer"),
+    ("pdf/scanned_no_text_layer/ccitt.pdf", "indexed", None),  # read by OCR
+    ("pdf/scanned_no_text_layer/jbig2.pdf", "indexed", None),
+    ("pdf/huge_page_or_image/poster.pdf", "indexed", None),
     ("pdf/blank_or_no_contents/blank.pdf", "empty", "no_text"),
     ("pdf/broken_or_invalid/bad-direct-root.pdf", "failed", "not_a_pdf"),
     ("pdf/broken_or_invalid/zen_of_python_corrupted.pdf", "indexed", None),
@@ -49,8 +50,25 @@ NASTY = [
     ("encodings/windows-1251-russian/aif.ru.health.md", "indexed", None),
     ("encodings/UTF-16/bom-utf-16-be.md", "indexed", None),
     ("encodings/UTF-32BE/nobom-utf32be.md", "indexed", None),
+    ("encodings/EUC-TW/_ude_euc-tw1.md", "indexed", None),
+    ("encodings/iso-8859-1/_ude_1.md", "indexed", None),
 ]
-PHRASES = {"encodings/Big5/_ude_1.md": "維基大典", "encodings/KOI8-R/newsru.com.md": "Новости"}
+PHRASES = {
+    "encodings/Big5/_ude_1.md": "維基大典",
+    "encodings/KOI8-R/newsru.com.md": "Новости",
+    "encodings/EUC-TW/_ude_euc-tw1.md": "維基大典",
+    "encodings/iso-8859-1/_ude_1.md": "tão bem",
+    "pdf/scanned_no_text_layer/ccitt.pdf": "LinnSequencer",
+}
+LINN_SENTENCE = (
+    "The LinnSequencer is a state-of-the-art composition and performance tool for the "
+    "professional musician."
+)
+LINN_SCANS = {
+    "pdf/scanned_no_text_layer/ccitt.pdf",
+    "pdf/scanned_no_text_layer/jbig2.pdf",
+    "pdf/huge_page_or_image/poster.pdf",
+}
 
 
 def rows(uri: str, table: str = CHUNKS_TABLE) -> list[dict]:
@@ -104,6 +122,9 @@ def test_nasty_files_each_end_indexed_empty_or_failed_with_a_reason(prefect_back
     assert len(summary.failed) == n_failed and state.message == f"{n_failed} file(s) failed"
     for relative, phrase in PHRASES.items():
         assert any(phrase in r["text"] for r in rows(uri) if r["doc_id"] == relative), relative
+    # a sentence printed on the scanned brochure (the same page in three files) finds it first
+    hit = query(text=LINN_SENTENCE, index_uri=uri, k=1)[0]
+    assert hit.doc_id in LINN_SCANS and hit.page_number == 1, hit
     assert_consistent(uri)
 
 
@@ -253,6 +274,7 @@ WRITER = """
 import sys, time
 from pathlib import Path
 from flows.ingest import ingest
+from flows.query_flow import query
 
 corpus, uri, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 for n in range(rounds):

@@ -13,11 +13,14 @@ import pytest
 
 from flows.ingest import ingest
 from flows.query_flow import query
+from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.embed.models import get_embedder
 from tasks.ingest.discover import discover
 from tasks.ingest.load import LoadSettings, load_batch
 from tasks.ingest.steps import split_batch
+from tasks.search.params import SearchParams
+from tasks.search.searcher import Searcher
 from tasks.text.split import SplitSettings
 
 from .conftest import ROOT, SAMPLE, build_small_corpus
@@ -204,3 +207,27 @@ def test_the_sample_gives_the_rows_it_always_gave(prefect_backend, tmp_path):
     assert {k: v[0] for k, v in rows.items()} == {k: v[0] for k, v in expected.items()}
     worst = max(abs(a - b) for k in rows for a, b in zip(rows[k][1], expected[k][1], strict=True))
     assert worst < 1e-3, f"vectors moved by up to {worst}"
+
+
+CHINESE = {
+    "wall.md": "# 长城\n\n长城是中国古代的军事防御工程，东起山海关，西至嘉峪关，全长数千公里。\n",
+    "panda.md": "# 熊猫\n\n大熊猫主要生活在四川的山区，以竹子为主要食物，每天要吃很多竹子。\n",
+    "tea.md": "# 茶\n\n茶叶起源于中国，绿茶在加工过程中不经过发酵，保留了较多的天然物质。\n",
+}
+
+
+def test_a_chinese_question_finds_its_paragraph_by_full_text_alone(prefect_backend, tmp_path):
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for name, text in CHINESE.items():
+        (corpus / name).write_text(text, "utf-8")
+    uri = str(tmp_path / "index")
+    ingest(source_dir=str(corpus), index_uri=uri, model="hash")
+    searcher = Searcher(Dataset(uri))
+    for question, expected in [
+        ("大熊猫吃什么食物？", "panda.md"),
+        ("长城东边从哪里开始", "wall.md"),
+        ("绿茶发酵吗", "tea.md"),
+    ]:
+        hits = searcher.search(question, SearchParams(k=3, mode="fts"))
+        assert hits and hits[0].doc_id == expected, (question, hits)

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from tasks.core.formats import TYPES
 from tasks.core.reasons import Reason, Status
 from tasks.ingest.decode import decode_text
 from tasks.ingest.discover import discover
 from tasks.ingest.parse import load_document
 
 from .conftest import ROOT, SAMPLE, shared_path
+from .office_files import MAKERS
 
 INDEXED, EMPTY, FAILED = Status.INDEXED, Status.EMPTY, Status.FAILED
 
@@ -112,8 +114,11 @@ def test_legacy_encodings_decode_correctly(relative, phrase):
 
 @pytest.mark.model
 def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
-    """A fresh interpreter with sockets disabled loads md, html, pdf and txt and embeds text."""
+    """A fresh interpreter with sockets disabled loads md, html, pdf, txt, docx, pptx and xlsx
+    and embeds text (OCR offline: tests/test_ocr.py)."""
     (small_corpus / "notes.txt").write_text("Offline plain text works.", "utf-8")
+    for kind, make in MAKERS.items():
+        (small_corpus / f"office.{kind}").write_bytes(make())
     script = textwrap.dedent(
         f"""
         import socket
@@ -137,7 +142,7 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
             chars = sum(len(b.text) for b in doc.blocks)
             by_type[source.mime_type] = by_type.get(source.mime_type, 0) + chars
         print(sorted(by_type.items()))
-        assert set(by_type) == {{"text/markdown", "text/html", "application/pdf", "text/plain"}}
+        assert set(by_type) == set({sorted(TYPES.values())!r})
         assert all(chars > 0 for chars in by_type.values())
         vector = get_embedder().encode(["offline embedding"])
         assert vector.shape == (1, 384)

@@ -30,7 +30,7 @@ from tasks.dataset.ann import refresh_vector_index, vector_index
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import CHUNKS_TABLE, Fingerprint, chunks_schema
 from tasks.embed.hash_backend import HashEmbedder
-from tasks.search.fusion import best_per_doc, rrf
+from tasks.search.fusion import HYBRID, Fusion, best_per_doc, standardised
 from tasks.search.hits import Hit
 from tasks.search.params import MODES, SearchParams
 from tasks.search.searcher import Searcher
@@ -201,17 +201,30 @@ def test_scores_per_mode_and_min_score(awkward):
     assert [hit.chunk_id for hit in above] == [hit.chunk_id for hit in vector[:cut]]
     hybrid = searcher.search("common words", SearchParams(k=100, mode="hybrid", min_score=floor))
     assert {hit.chunk_id for hit in hybrid} <= {hit.chunk_id for hit in above}
-    assert all(0 < hit.score <= round(2 / 61, 6) for hit in hybrid)
+    assert [hit.score for hit in hybrid] == sorted((hit.score for hit in hybrid), reverse=True)
     fts = searcher.search("words", SearchParams(k=100, mode="fts"))
     assert fts and all("words" in hit.text for hit in fts)
     assert fts[0].score >= fts[-1].score > 0
 
 
-def test_rrf_adds_reciprocal_ranks():
-    a, b, c = (Hit(name, "x.md", "/x.md", "", "", None, 0, 1, 0.0, "") for name in "abc")
-    fused = rrf([[a, b, c], [c, a]], depth=10)
-    assert [hit.chunk_id for hit in fused] == ["a", "c", "b"]
-    assert fused[0].score == round(1 / 61 + 1 / 62, 6)
+def hit(chunk_id: str, score: float) -> Hit:
+    return Hit(chunk_id, f"{chunk_id}.md", f"/{chunk_id}.md", "", "", None, 0, 1, score, "")
+
+
+def test_hybrid_fusion_weighs_standardised_scores():
+    by_vector = [hit("a", 0.9), hit("b", 0.5), hit("c", 0.4)]
+    by_text = [hit("c", 20.0), hit("a", 2.0)]
+    assert standardised(by_text) == {"c": 1.0, "a": -1.0}
+    assert standardised([hit("x", 3.0), hit("y", 3.0)]) == {"x": 0.0, "y": 0.0}
+    even = Fusion(vector_weight=0.5, cjk_vector_weight=0.0)
+    # z(vector): a 1.39, b -0.46, c -0.93; z(text): c 1, a -1, b missing: the lowest, -1.
+    fused = even.fuse("which one", by_vector, by_text, limit=3)
+    assert [h.chunk_id for h in fused] == ["a", "c", "b"]
+    assert fused[0].score == round(0.5 * standardised(by_vector)["a"] - 0.5, 6)
+    # A Chinese question: the text list alone decides.
+    assert [h.chunk_id for h in even.fuse("哪一个", by_vector, by_text, limit=2)] == ["c", "a"]
+    assert HYBRID.weight_for("黑豹队的防守丢了多少分？") == HYBRID.cjk_vector_weight
+    assert HYBRID.weight_for("How many points? 多少") == HYBRID.vector_weight
 
 
 def test_per_doc_fetches_more_until_k_documents_show(tmp_path):
@@ -353,9 +366,7 @@ def test_every_mode_finds_the_answering_section(real_index, mode):
     hits = query(text=QUESTION, index_uri=real_index, k=3, mode=mode)
     assert hits[0].doc_id == "guide/install.md" and hits[0].section == "Install > Linux"
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
-    if mode in (None, "hybrid"):  # hybrid is the default once the full-text index exists
-        assert hits[0].score <= round(2 / 61, 6)
-    elif mode == "vector":
+    if mode == "vector":
         assert 0.3 < hits[0].score <= 1.0
 
 

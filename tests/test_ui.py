@@ -38,8 +38,8 @@ PRINTED_FILES = re.compile(
     r"(?P<empty>\d+) empty, (?P<failed>\d+) failed, (?P<removed>\d+) removed"
 )
 PRINTED_CHUNKS = re.compile(
-    r"chunks: (?P<written>\d+) written \((?P<embedded>\d+) embedded, (?P<reused>\d+) reused\), "
-    r"(?P<deleted>\d+) deleted"
+    r"chunks: (?P<written>\d+) written \((?P<embedded>\d+) embedded, (?P<reused>\d+) reused, "
+    r"(?P<deleted>\d+) deleted\)"
 )
 PRINTED_INDEX = re.compile(r"chunks table version (?P<version>\d+), tag (?P<tag>run-\w+)")
 
@@ -123,7 +123,9 @@ def test_the_ui_shows_the_ingest_runs_summary_and_failures(tmp_path):
                 expect(page.locator("table")).to_contain_text("chunks table version")
                 summary = dict(rendered_table(page))
                 assert {name: summary[name] for name in printed} == printed
-                expect(page.get_by_text("1 failed", exact=True)).to_be_visible()  # description
+                expect(
+                    page.get_by_text("1 file(s) failed.", exact=True)
+                ).to_be_visible()  # description
                 screenshot(page, "ingest-summary")
 
                 page.go_back()

@@ -32,14 +32,28 @@ class Reason(StrEnum):
         member.meaning = meaning
         return member
 
+    @classmethod
+    def of(cls, code: str) -> Reason:
+        """The reason stored as `code` (the ledger's reason column)."""
+        return next(reason for reason in cls if reason.value == code)
+
     EMPTY_FILE = ("empty_file", Status.EMPTY, "the file has no bytes")
     NO_TEXT = ("no_text", Status.EMPTY, "the file is readable but holds no text")
     NO_TEXT_LAYER = (
         "no_text_layer",
         Status.EMPTY,
-        "a PDF whose pages are images without a text layer (scanned)",
+        "a PDF whose pages are images without a text layer (scanned) and OCR read no text",
     )
-    ENCRYPTED = ("encrypted", Status.FAILED, "the file needs a password (the empty one was tried)")
+    OCR_OFF = (
+        "ocr_off",
+        Status.EMPTY,
+        "a PDF whose pages are images without a text layer, not read because of --ocr off",
+    )
+    ENCRYPTED = (
+        "encrypted",
+        Status.FAILED,
+        "the file needs a password (a PDF's empty one was tried)",
+    )
     DAMAGED_PDF = ("damaged_pdf", Status.FAILED, "a PDF too broken to read, even after repair")
     NOT_A_PDF = ("not_a_pdf", Status.FAILED, "a file with a .pdf name but no PDF header")
     NOT_A_TEXT_DOCUMENT = (
@@ -47,7 +61,21 @@ class Reason(StrEnum):
         Status.FAILED,
         "a file with a text name whose bytes are binary, or fit no text encoding",
     )
-    TOO_LARGE = ("too_large", Status.FAILED, "the file is over the --max-file-mb limit")
+    DAMAGED_OFFICE_FILE = (
+        "damaged_office_file",
+        Status.FAILED,
+        "a .docx, .pptx or .xlsx file that is not a readable Office archive",
+    )
+    LEGACY_OFFICE_FORMAT = (
+        "legacy_office_format",
+        Status.FAILED,
+        "a .docx, .pptx or .xlsx name on a legacy binary Office file (.doc, .ppt, .xls)",
+    )
+    TOO_LARGE = (
+        "too_large",
+        Status.FAILED,
+        "the file is over the --max-file-mb limit, or an Office file unpacks to over 1 GiB",
+    )
     PARSE_TIMEOUT = (
         "parse_timeout",
         Status.FAILED,

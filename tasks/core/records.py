@@ -45,6 +45,7 @@ class LedgerEntry:
     pipeline_fingerprint: str
     size: int = -1
     mtime_us: int = -1
+    reason: Reason | None = None
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ class Block:
     text: str
     section: str = ""  # heading path "A > B > C"; "" before the first heading
     heading_level: int = 0  # level of the innermost heading in `section`; 0 when none
-    page_number: int | None = None  # 1-based: PDF pages
+    page_number: int | None = None  # 1-based: PDF pages, slides
+    ocr: bool = False  # read from the page's image by OCR (the page has no text layer)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class Document:
     status: Status = Status.INDEXED
     reason: Reason | None = None  # set when status is empty or failed
     message: str = ""  # the detail of `reason`
+    ocr_pages: tuple[int, ...] = ()  # pages whose text came from OCR
+    ocr_seconds: float = 0.0  # time spent rendering and recognising pages for OCR
 
     @property
     def doc_id(self) -> str:
@@ -97,6 +101,7 @@ class Chunk:
     section: str
     heading_level: int
     page_number: int | None
+    ocr: bool = False  # the text was read by OCR
     text_hash: str = field(default="")
 
     def __post_init__(self) -> None:

@@ -23,7 +23,7 @@ from lancedb.query import MatchQuery
 from lancedb.table import Table
 
 from tasks.core import faults
-from tasks.core.reasons import Status
+from tasks.core.reasons import Reason, Status
 from tasks.core.records import Chunk, Document, LedgerEntry
 from tasks.dataset.ann import refresh_vector_index, tune
 from tasks.dataset.location import DatasetError, connect, lock_file
@@ -152,6 +152,18 @@ class Dataset:
             self._db.create_table(CHUNKS_TABLE, schema=chunks_schema(fp))
         if DOCUMENTS_TABLE not in existing:
             self._db.create_table(DOCUMENTS_TABLE, schema=DOCUMENTS_SCHEMA)
+        for name, schema in (
+            (CHUNKS_TABLE, chunks_schema(fp)),
+            (DOCUMENTS_TABLE, DOCUMENTS_SCHEMA),
+        ):
+            missing = [f for f in schema.names if f not in self._table(name).schema.names]
+            if missing:  # made by a build of this layout from before those columns were added
+                raise DatasetError(
+                    f"dataset {self.uri} has no {', '.join(missing)} column(s) in its {name} "
+                    "table: it was built before this version's layout was complete. Re-run "
+                    "with --rebuild to re-index everything, or pass --index to write a new "
+                    "dataset."
+                )
         for name, keys in KEY_INDEXES.items():
             table = self._table(name)
             indexed = {column for index in table.list_indices() for column in index.columns}
@@ -168,7 +180,9 @@ class Dataset:
 
     def ledger(self) -> dict[str, LedgerEntry]:
         """doc_id → what the documents table records about it."""
-        columns = ["doc_id", "content_hash", "status", "pipeline_fingerprint", "size", "mtime"]
+        columns = [
+            "doc_id", "content_hash", "status", "reason", "pipeline_fingerprint", "size", "mtime"
+        ]  # fmt: skip
         rows = self.documents.to_arrow().select(columns).to_pylist()
         return {
             row["doc_id"]: LedgerEntry(
@@ -177,6 +191,7 @@ class Dataset:
                 pipeline_fingerprint=row["pipeline_fingerprint"],
                 size=row["size"],
                 mtime_us=(row["mtime"] - EPOCH) // timedelta(microseconds=1),
+                reason=Reason.of(row["reason"]) if row["reason"] else None,
             )
             for row in rows
         }
@@ -279,10 +294,10 @@ class Dataset:
             for old in tags[: max(0, len(tags) - (KEEP_RUN_TAGS - 1))]:
                 table.tags.delete(old)
             # Compact and update indexes first, sparing everything near the oldest tag; the
-            # second pass has nothing to compact, so its cutoff, computed just before, lands
-            # right before the oldest tagged version.
+            # second pass has nothing to compact, so its cutoff lands right before the oldest
+            # tagged version.
             table.optimize(cleanup_older_than=_cleanup_age(table, margin=timedelta(hours=1)))
-            table.optimize(cleanup_older_than=_cleanup_age(table, timedelta(seconds=0.5)))
+            _clean_up_to_oldest_tag(table)
             table.tags.create(run_tag, table.version)
         return self.chunks.version
 
@@ -380,6 +395,23 @@ class Dataset:
         if where is not None:
             query = query.where(where, prefilter=True)
         return query.to_list()
+
+
+# Margins between the cleanup cutoff and the oldest tagged version, tried in turn. The cutoff
+# is computed from this process's clock just before the call; on a busy machine the call can
+# start late enough for it to pass the oldest tagged version, which LanceDB refuses.
+_TAG_MARGINS = (timedelta(seconds=0.5), timedelta(seconds=5), timedelta(minutes=1))
+
+
+def _clean_up_to_oldest_tag(table: Table) -> None:
+    """Remove the versions older than the oldest tagged one (and than MIN_VERSION_AGE)."""
+    for margin in _TAG_MARGINS:
+        try:
+            table.optimize(cleanup_older_than=_cleanup_age(table, margin))
+            return
+        except RuntimeError as exc:
+            if "tagged version" not in str(exc) or margin == _TAG_MARGINS[-1]:
+                raise
 
 
 def _cleanup_age(table: Table, margin: timedelta) -> timedelta:

@@ -25,7 +25,7 @@ from tasks.text.split import SplitSettings
 
 CHUNKS_TABLE = "chunks"
 DOCUMENTS_TABLE = "documents"
-SCHEMA_VERSION = 3  # 3: the ledger's reason column, the chunks' search_text
+SCHEMA_VERSION = 3  # 3: the ledger's reason and ocr_pages, the chunks' search_text and ocr
 FINGERPRINT_KEY = b"doc_indexer.fingerprint"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -43,6 +43,7 @@ CHUNK_COLUMNS = (
     pa.field("section", pa.string()),
     pa.field("heading_level", pa.int32()),
     pa.field("page_number", pa.int32()),
+    pa.field("ocr", pa.bool_()),  # the chunk's text was read by OCR from a page image
     pa.field("text_hash", pa.string()),
     pa.field("source_path", pa.string()),
     pa.field("mime_type", pa.string()),
@@ -64,6 +65,7 @@ DOCUMENT_COLUMNS = (
     pa.field("mime_type", pa.string()),
     pa.field("title", pa.string()),
     pa.field("n_chunks", pa.int32()),
+    pa.field("ocr_pages", pa.list_(pa.int32())),  # pages whose text came from OCR
     pa.field("status", pa.string()),  # a Status
     pa.field("reason", pa.string()),  # a Reason, when empty or failed
     pa.field("error", pa.string()),  # the reason's detail
@@ -177,6 +179,7 @@ def document_rows(
             "mime_type": doc.source.mime_type,
             "title": doc.title,
             "n_chunks": n_chunks.get(doc.doc_id, 0),
+            "ocr_pages": list(doc.ocr_pages),
             "status": str(doc.status),
             "reason": str(doc.reason) if doc.reason else None,
             "error": doc.message or None,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tasks.core.formats import MIME_TYPES
 from tasks.core.options import Settings, option
-from tasks.core.reasons import Status
+from tasks.core.reasons import Reason, Status
 from tasks.core.records import LedgerEntry, SourceFile
 
 # Names of files and folders that are never documents: hidden ones (.git/, .DS_Store),
@@ -145,11 +145,17 @@ def _under(doc_id: str, folder: str) -> bool:
     return folder == "" or doc_id.startswith(folder + "/")
 
 
-def plan_changes(scan: Scan, ledger: Mapping[str, LedgerEntry], fingerprint: str) -> Plan:
+def plan_changes(
+    scan: Scan,
+    ledger: Mapping[str, LedgerEntry],
+    fingerprint: str,
+    retry: frozenset[Reason] = frozenset(),
+) -> Plan:
     """Diff a completed scan against the ledger by content hash.
 
     A file is unchanged when its bytes, the pipeline fingerprint and a successful status all
-    match the ledger; failed documents are always tried again. A ledger entry missing from
+    match the ledger; failed documents, and documents left empty for one of the `retry`
+    reasons (`ocr_off` when this run has OCR on), are tried again. A ledger entry missing from
     the scan is removed only if no unreadable folder could be hiding it.
     """
     to_index: list[SourceFile] = []
@@ -162,6 +168,7 @@ def plan_changes(scan: Scan, ledger: Mapping[str, LedgerEntry], fingerprint: str
             and entry.content_hash == source.content_hash
             and entry.pipeline_fingerprint == fingerprint
             and entry.status != Status.FAILED
+            and entry.reason not in retry
         )
         (unchanged if same else to_index).append(source)
     seen = {source.doc_id for source in scan.files}
@@ -182,7 +189,8 @@ def plan_run(
     ledger: Mapping[str, LedgerEntry],
     settings: ScanSettings,
     fingerprint: str,
+    retry: frozenset[Reason] = frozenset(),
 ) -> Plan:
     """Scan `root` (hashing only files whose size or mtime changed) and diff it against the
     ledger: the plan of a run."""
-    return plan_changes(discover(root, ledger, settings), ledger, fingerprint)
+    return plan_changes(discover(root, ledger, settings), ledger, fingerprint, retry)

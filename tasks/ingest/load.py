@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from tasks.core import faults
 from tasks.core.options import Settings, option
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile
-from tasks.ingest.parse import load_document
+from tasks.ingest.parse import ReadOptions, load_document
 from tasks.ingest.parse_worker import WORKER
+
+# Share of --parse-timeout after which OCR starts no further page of a file, so that the page
+# in progress can finish and the file is indexed with the pages read so far.
+OCR_SHARE_OF_TIMEOUT = 0.8
 
 
 class LoadSettings(Settings):
-    """Limits on loading one file; part of the load step's cache key."""
+    """How to load one file, and its limits; part of the load step's cache key."""
 
     max_file_mb: float = option(256.0, "larger files fail as too_large", gt=0)
     parse_timeout: float = option(
         300.0, "seconds one file may take to parse; 0 = no limit, in this process", ge=0
     )
+    ocr: Literal["auto", "off"] = option(
+        "auto", "OCR of PDF pages without a text layer (scans): auto reads them, off skips them"
+    )
+
+    def read_options(self) -> ReadOptions:
+        return ReadOptions(self.ocr, OCR_SHARE_OF_TIMEOUT * self.parse_timeout)
 
 
 def load_batch(sources: list[SourceFile], settings: LoadSettings) -> list[Document]:
@@ -34,7 +46,7 @@ def load_batch(sources: list[SourceFile], settings: LoadSettings) -> list[Docume
             message = f"{size_mb:.1f} MiB is over the {settings.max_file_mb:g} MiB limit"
             documents.append(Document.not_indexed(source, Reason.TOO_LARGE, message))
         elif settings.parse_timeout:
-            documents.append(WORKER.load(source, settings.parse_timeout))
+            documents.append(WORKER.load(source, settings.read_options(), settings.parse_timeout))
         else:
-            documents.append(load_document(source))
+            documents.append(load_document(source, settings.read_options()))
     return documents

@@ -21,7 +21,7 @@ from typing import Any
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile
-from tasks.ingest.parse import load_document, warm_up
+from tasks.ingest.parse import ReadOptions, load_document, warm_up
 
 STARTUP_TIMEOUT = 300  # seconds for a fresh worker to import the parsers and load spaCy
 # Parsing runs ahead of embedding; at a lower CPU priority it fills the cycles the model leaves
@@ -59,13 +59,19 @@ class ParseWorker:
                     pipe.close()
         self._process = None
 
-    def load(self, source: SourceFile, timeout: float) -> Document:
+    def start(self) -> None:
+        """Start the worker now (while Prefect starts, say) instead of on the first file."""
+        with self._lock:
+            if self._process is None:
+                self._start()
+
+    def load(self, source: SourceFile, options: ReadOptions, timeout: float) -> Document:
         """The loaded document, or a failed one if the worker overran `timeout` or died."""
         with self._lock:
             process = self._process or self._start()
             try:
                 assert process.stdin is not None
-                pickle.dump(source, process.stdin)
+                pickle.dump((source, options), process.stdin)
                 process.stdin.flush()
                 document: Document = _receive(process, timeout)
                 return document
@@ -91,7 +97,8 @@ WORKER = ParseWorker()
 
 
 def _serve() -> None:
-    """Worker loop: read a SourceFile, write back its Document; EOF ends the loop."""
+    """Worker loop: read a SourceFile and ReadOptions, write back its Document; EOF ends the
+    loop."""
     os.nice(NICENESS)
     results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt results
@@ -101,10 +108,10 @@ def _serve() -> None:
     requests = sys.stdin.buffer
     while True:
         try:
-            source = pickle.load(requests)
+            source, options = pickle.load(requests)
         except EOFError:
             return
-        pickle.dump(load_document(source), results)
+        pickle.dump(load_document(source, options), results)
         results.flush()
 
 

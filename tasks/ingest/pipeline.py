@@ -24,6 +24,9 @@ from tasks.text.split import SplitResult
 T = TypeVar("T", covariant=True)
 
 LOAD_AHEAD = 2  # batches loaded ahead of those being embedded
+# The first batch holds at most this many files: the model starts on the first few parsed
+# files instead of waiting for a whole batch to parse (the other batches parse meanwhile).
+FIRST_BATCH_FILES = 4
 
 
 class BatchSettings(Settings):
@@ -49,16 +52,20 @@ class Batch:
 
 
 def file_batches(files: Sequence[SourceFile], settings: BatchSettings) -> list[Batch]:
-    """The files in batches of at most `batch_size` files and `batch_mb` MiB, in order.
+    """The files in batches of at most `batch_size` files and `batch_mb` MiB, in order; the
+    first batch of at most FIRST_BATCH_FILES files.
 
     The byte limit keeps batches of big files small: one batch's chunks are in memory at
-    once, and the first embed waits for the first batch's parse.
+    once. The first embed waits for the first batch's parse, hence its smaller size.
     """
     max_bytes = settings.batch_mb * 2**20
     parts: list[list[SourceFile]] = []
     held = 0
     for source in files:
-        if not parts or len(parts[-1]) >= settings.batch_size or held + source.size > max_bytes:
+        limit = (
+            min(settings.batch_size, FIRST_BATCH_FILES) if len(parts) == 1 else settings.batch_size
+        )
+        if not parts or len(parts[-1]) >= limit or held + source.size > max_bytes:
             parts.append([])
             held = 0
         parts[-1].append(source)

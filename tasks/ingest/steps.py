@@ -13,9 +13,11 @@ run on one open dataset.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
+import psutil
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -47,11 +49,25 @@ def split_batch(
     return split_documents(documents, settings, token_counter(model), window)
 
 
+_FIRST_PASS: list[float] = []  # when this process's first forward pass began (epoch seconds)
+
+
 def embed_texts(texts: list[str], model: str) -> np.ndarray:
     """Unit vectors of `texts` by `model` (loaded once per process, on first use)."""
     faults.maybe_fail("embed")
     faults.maybe_crash("embed")
-    return get_embedder(model).encode(texts)
+    embedder = get_embedder(model)
+    if texts and not _FIRST_PASS:
+        _FIRST_PASS.append(time.time())
+    return embedder.encode(texts)
+
+
+def first_forward_pass() -> float | None:
+    """Seconds from this process's start to its first forward pass; None if it made none
+    (nothing to embed, every result cached, or the embeds ran in Dask workers)."""
+    if not _FIRST_PASS:
+        return None
+    return _FIRST_PASS[0] - psutil.Process().create_time()
 
 
 # The cached steps: retried, keyed by content, results kept on disk only (see module doc).

@@ -45,11 +45,14 @@ class IngestSummary:
     chunks_deleted: int = 0
     chunks_refit: int = 0
     chunks_truncated: int = 0
+    ocr_pages: int = 0  # pages of this run's documents read by OCR
+    ocr_seconds: float = 0.0  # time OCR took on this run's documents (pages without text read)
     max_tokens: int = 0
     table_version: int = 0
     run_tag: str = ""
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    first_forward_pass: float | None = None  # seconds from process start, if this one embedded
 
     @property
     def empty(self) -> int:
@@ -82,6 +85,8 @@ class IngestSummary:
     def add_documents(self, documents: list[Document]) -> None:
         """Count the outcome of a batch's documents."""
         for doc in documents:
+            self.ocr_pages += len(doc.ocr_pages)
+            self.ocr_seconds += doc.ocr_seconds
             if doc.status == Status.INDEXED:
                 self.indexed += 1
                 continue
@@ -118,13 +123,27 @@ class IngestSummary:
             "deleted": self.chunks_deleted,
         }
 
+    def ocr_counts(self) -> dict[str, float]:
+        per_page = self.ocr_seconds / self.ocr_pages if self.ocr_pages else 0.0
+        return {
+            "pages": self.ocr_pages,
+            "seconds": round(self.ocr_seconds, 2),
+            "seconds per page": round(per_page, 2),
+        }
+
     def measures(self) -> dict[str, object]:
         """Every figure of the run, one per row of the summary artifact."""
         return {
             **{f"files {name}": n for name, n in self.file_counts().items()},
             **{f"chunks {name}": n for name, n in self.chunk_counts().items()},
+            **{f"ocr {name}": n for name, n in self.ocr_counts().items()},
             **{f"seconds {stage}": round(s, 2) for stage, s in self.stage_seconds.items()},
             "seconds total": round(self.seconds, 2),
+            **(
+                {}
+                if self.first_forward_pass is None
+                else {"seconds to first forward pass": round(self.first_forward_pass, 2)}
+            ),
             "dataset tag": self.run_tag,
             "chunks table version": self.table_version,
         }
@@ -149,6 +168,14 @@ class IngestSummary:
             f"window, {self.chunks_truncated} would be truncated",
             f"time: {self.seconds:.1f} s ({stages}); embed {rate:.1f} chunks/s",
         ]
+        if self.first_forward_pass is not None:
+            lines[-1] += f"; first forward pass {self.first_forward_pass:.1f} s after start"
+        if self.ocr_pages or self.ocr_seconds:
+            ocr = self.ocr_counts()
+            lines.append(
+                f"ocr: {ocr['pages']} pages read in {ocr['seconds']:.1f} s "
+                f"({ocr['seconds per page']:.1f} s per page)"
+            )
         lines += [f"failed: {problem}" for problem in self.failed]
         lines += [f"empty: {problem}" for problem in self.empties]
         return "\n".join(lines)

@@ -1,22 +1,65 @@
-"""Combining rankings: reciprocal-rank fusion, and one hit per document."""
+"""Combining the vector and full-text rankings of hybrid mode, and one hit per document.
+
+Hybrid mode standardises each list's scores (cosine similarity, BM25) into z-scores over the
+candidates that list returned, and ranks chunks by the weighted sum α·z(vector) +
+(1 − α)·z(full text); a chunk missing from a list counts that list's lowest z-score. Scores
+on a common scale let a clearly better match in one list win, where reciprocal-rank fusion
+only sees ranks. α depends on the question's script: the bundled embedding model is
+English-only, so for a question in Chinese, Japanese or Korean script its vectors carry
+little and the full-text list leads. The weights and the candidate depth were tuned on the
+dev sets only (`python -m benchmarks.quality --tune`; README.md, "Search quality").
+"""
 
 from __future__ import annotations
 
+import statistics
+from dataclasses import dataclass
+
 from tasks.search.hits import Hit
+from tasks.text.analysis import mostly_cjk
 
-RRF_K = 60  # the usual rank constant of reciprocal-rank fusion (Cormack et al., 2009)
+
+@dataclass(frozen=True)
+class Fusion:
+    """How hybrid mode weighs its two lists."""
+
+    vector_weight: float = 0.5  # α for questions in other scripts
+    cjk_vector_weight: float = 0.2  # α for questions mostly in Han, kana or Hangul
+    depth: int = 50  # candidates taken from each list
+
+    def weight_for(self, question: str) -> float:
+        return self.cjk_vector_weight if mostly_cjk(question) else self.vector_weight
+
+    def fuse(
+        self, question: str, by_vector: list[Hit], by_text: list[Hit], limit: int
+    ) -> list[Hit]:
+        """The `limit` best chunks of both lists by their weighted z-scores."""
+        alpha = self.weight_for(question)
+        vector, text = standardised(by_vector), standardised(by_text)
+        vector_floor, text_floor = (
+            min(vector.values(), default=0.0),
+            min(text.values(), default=0.0),
+        )
+        hits = {hit.chunk_id: hit for hit in [*by_text, *by_vector]}
+        fused = {
+            chunk_id: alpha * vector.get(chunk_id, vector_floor)
+            + (1 - alpha) * text.get(chunk_id, text_floor)
+            for chunk_id in hits
+        }
+        order = sorted(fused, key=lambda chunk_id: -fused[chunk_id])[:limit]
+        return [hits[chunk_id].rescored(fused[chunk_id]) for chunk_id in order]
 
 
-def rrf(rankings: list[list[Hit]], depth: int) -> list[Hit]:
-    """Reciprocal-rank fusion: chunks ranked by Σ 1 / (RRF_K + rank) over the rankings."""
-    fused: dict[str, float] = {}
-    first_seen: dict[str, Hit] = {}
-    for ranking in rankings:
-        for rank, hit in enumerate(ranking, start=1):
-            fused[hit.chunk_id] = fused.get(hit.chunk_id, 0.0) + 1.0 / (RRF_K + rank)
-            first_seen.setdefault(hit.chunk_id, hit)
-    order = sorted(fused, key=lambda chunk_id: -fused[chunk_id])[:depth]
-    return [first_seen[chunk_id].rescored(fused[chunk_id]) for chunk_id in order]
+HYBRID = Fusion()
+
+
+def standardised(hits: list[Hit]) -> dict[str, float]:
+    """chunk_id → z-score of its score among `hits` (0 when all scores are equal)."""
+    scores = [hit.score for hit in hits]
+    if not scores:
+        return {}
+    mean, spread = statistics.fmean(scores), statistics.pstdev(scores)
+    return {hit.chunk_id: (hit.score - mean) / spread if spread else 0.0 for hit in hits}
 
 
 def best_per_doc(hits: list[Hit]) -> list[Hit]:

@@ -58,8 +58,10 @@ def _size(uri: str, tables: list[Any]) -> int:
 
 
 def list_sources(searcher: Searcher) -> list[dict[str, Any]]:
-    """Every document in the ledger with its status, reason and chunk count, by doc_id."""
-    columns = ["doc_id", "mime_type", "status", "reason", "n_chunks", "mtime", "error"]
+    """Every document in the ledger with its status, reason, chunk count and OCR'd pages."""
+    columns = [
+        "doc_id", "mime_type", "status", "reason", "n_chunks", "ocr_pages", "mtime", "error"
+    ]  # fmt: skip
     ledger = searcher.dataset.documents.search().select(columns).limit(None).to_arrow()
     rows = sorted(ledger.to_pylist(), key=lambda row: row["doc_id"])
     return [{**row, "mtime": row["mtime"].isoformat()} for row in rows]

@@ -6,8 +6,8 @@ Modes and what a hit's `score` means:
 - fts: BM25 relevance from LanceDB's native full-text index on the analysed text
   (tasks/text/analysis.py: Chinese words, stemmed English, identifiers; unbounded, higher
   is better).
-- hybrid: reciprocal-rank fusion of both rankings, Σ 1 / (RRF_K + rank) over the vector and
-  full-text lists a chunk appears in (at most 2 / (RRF_K + 1) ≈ 0.033).
+- hybrid: both lists fused by their standardised scores, α·z(cosine) + (1 − α)·z(BM25)
+  (tasks/search/fusion.py; unbounded, higher is better, comparable within one query only).
 
 `min_score` is a floor on the cosine similarity in vector and hybrid mode (in hybrid mode it
 drops candidates before fusion, since RRF values carry no absolute meaning) and on BM25 in fts
@@ -34,12 +34,11 @@ from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.embed.base import Embedder
 from tasks.embed.models import get_embedder, model_spec_for
 from tasks.search.filters import chunk_filter, doc_window
-from tasks.search.fusion import best_per_doc, rrf
+from tasks.search.fusion import HYBRID, best_per_doc
 from tasks.search.hits import HIT_COLUMNS, Hit
 from tasks.search.params import Mode, SearchParams
 from tasks.search.rerank import PairScorer, cross_encoder, rerank
 
-HYBRID_DEPTH = 50  # candidates taken from each ranking before fusion
 PER_DOC_OVERFETCH = 5  # chunks fetched per wanted document with per_doc, grown as needed
 
 
@@ -156,10 +155,10 @@ class Searcher:
         assert vector is not None
         if mode == "vector":
             return _above(self._vector(vector, where, limit), min_score)
-        depth = max(limit, HYBRID_DEPTH)
+        depth = max(limit, HYBRID.depth)
         by_vector = _above(self._vector(vector, where, depth), min_score)
         floor = None if min_score is None else (vector, min_score)
-        return rrf([by_vector, self._fts(text, where, depth, floor)], limit)
+        return HYBRID.fuse(text, by_vector, self._fts(text, where, depth, floor), limit)
 
     def _vector(self, vector: np.ndarray, where: str | None, limit: int) -> list[Hit]:
         rows = self.dataset.nearest(vector, HIT_COLUMNS, where, limit)

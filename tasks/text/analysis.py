@@ -178,6 +178,16 @@ def _word(word: str, found: list[str], drop_stop_words: bool = True) -> None:
     found.append(_stem()(word) if word.isascii() and word.isalpha() else word)
 
 
+_CJK_CHAR = regex.compile(rf"[{_HAN}{_KANA}{_HANGUL}]")
+_LETTER = regex.compile(r"\p{L}")
+
+
+def mostly_cjk(text: str) -> bool:
+    """Whether at least half of the letters of `text` are Han, kana or Hangul."""
+    letters = len(_LETTER.findall(text))
+    return letters > 0 and 2 * len(_CJK_CHAR.findall(text)) >= letters
+
+
 def search_text(text: str) -> str:
     """The value of the `search_text` column: the terms of `text`, joined by spaces."""
     return " ".join(terms(text))

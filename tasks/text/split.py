@@ -7,7 +7,8 @@ back into chunks of at most `chunk_size` characters that overlap by up to `chunk
 The empty separator falls back to grapheme clusters, so a character (or a base letter with
 its combining marks, or an emoji sequence) is never cut.
 
-Chunks never straddle a section (heading path) or a PDF page, and carry that metadata.
+Chunks never straddle a section (heading path), a page, or the line between OCR text and a
+text layer, and carry that metadata.
 Chunks are spans of the document text: `text == document_text[char_start:char_end]`.
 A chunk that is longer than the embedding model's token window is split again, smaller,
 until it fits, so the model never silently truncates it.
@@ -28,12 +29,19 @@ from pydantic import model_validator
 
 from tasks.core.options import Settings, internal, option
 from tasks.core.reasons import Status
-from tasks.core.records import BLOCK_SEPARATOR, Chunk, Document, chunk_id, document_text
+from tasks.core.records import (
+    BLOCK_SEPARATOR,
+    Block,
+    Chunk,
+    Document,
+    chunk_id,
+    document_text,
+)
 
 DEFAULT_SEPARATORS: tuple[str, ...] = ("\n\n", "\n", "。", "？", "！", ".", " ", "")
 
 Span = tuple[int, int]
-Place = tuple[str, int, int | None]  # section (heading path), heading level, page
+Place = tuple[str, int, int | None, bool]  # section (heading path), heading level, page, OCR
 TokenCounter = Callable[[list[str]], list[int]]
 
 _GRAPHEME = regex.compile(r"\X")
@@ -202,11 +210,14 @@ def fit_token_window(
     return fitted, refit, over
 
 
+def _place(block: Block) -> Place:
+    return (block.section, block.heading_level, block.page_number, block.ocr)
+
+
 def segments(document: Document) -> list[tuple[int, int, Place]]:
-    """Spans of the document text whose blocks share one section and page."""
+    """Spans of the document text whose blocks share one section, page and origin (OCR)."""
     found, pos = [], 0
-    key = lambda item: (item.section, item.heading_level, item.page_number)  # noqa: E731
-    for place, group in groupby(document.blocks, key=key):
+    for place, group in groupby(document.blocks, key=_place):
         blocks = list(group)
         length = len(BLOCK_SEPARATOR.join(block.text for block in blocks))
         found.append((pos, pos + length, place))
@@ -228,7 +239,7 @@ def split_document(
     max_tokens: int | None = None,
 ) -> SplitResult:
     """Chunk one document with the recursive splitter; chunks carry ids, counts, offsets,
-    section and page."""
+    section, page and OCR origin."""
     text = document_text(document.blocks)
     placed = [
         (split_spans(text, settings, start, end), place) for start, end, place in segments(document)
@@ -270,8 +281,9 @@ def assemble_chunks(
             section=section,
             heading_level=level,
             page_number=page,
+            ocr=ocr,
         )
-        for i, ((a, b), (section, level, page)) in enumerate(spans)
+        for i, ((a, b), (section, level, page, ocr)) in enumerate(spans)
     )
     return SplitResult(chunks, refit, over)
 

@@ -1,0 +1,196 @@
+"""Retrieval quality on every dev set, in every mode, in one table; and fusion tuning.
+
+    .venv/bin/python -m benchmarks.quality [--sets xquad-en xquad-zh scifact-train]
+                                           [--model SPEC] [--tune]
+
+Each dev set under ../shared/eval (docs/, queries.jsonl, qrels.tsv) is ingested once into
+.cache/bench/quality/<set>-<model> (reused while the dataset's fingerprint still fits) and
+searched in batch in each mode, documents ranked by their best chunk, as `flows.evaluate`
+does. Prints nDCG@10 per set and mode, recall@10 and MRR@10 beside it, and one JSON line.
+
+`--tune` also takes each query's vector and full-text candidate lists once and scores
+hybrid mode over a grid of its fusion settings (tasks/search/fusion.py: the vector list's
+weight α and the candidate depth), printing the best setting for the Chinese set and for
+the others, and the current setting's figures. Tune on these dev sets only.
+
+`--headings` measures what the embedder should see: vector search over the same chunks
+embedded as they are and with their heading path in front (exact cosine search in numpy,
+documents ranked by their best chunk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import pickle
+import shutil
+import sys
+from pathlib import Path
+
+from flows.ingest import ingest
+from tasks.dataset.dataset import Dataset
+from tasks.dataset.location import DatasetError
+from tasks.embed.models import DEFAULT_MODEL
+from tasks.eval.metrics import read_qrels, score_run
+from tasks.search.fusion import HYBRID, Fusion, best_per_doc
+from tasks.search.hits import Hit
+from tasks.search.params import MODES, SearchParams
+from tasks.search.queries import read_queries
+from tasks.search.searcher import Searcher
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT.parent / "shared" / "eval"
+SETS = ("xquad-en", "xquad-zh", "scifact-train")
+K = 10
+DEPTH = 100  # candidates per list kept for tuning
+
+
+def dataset_for(name: str, model: str) -> str:
+    """The dev set's dataset, ingested now unless an earlier run's still fits."""
+    uri = ROOT / ".cache" / "bench" / "quality" / f"{name}-{model.replace(':', '-')}"
+    try:
+        ingest(source_dir=str(EVAL / name / "docs"), index_uri=str(uri), model=model)
+    except DatasetError:  # built by other code or settings: build it again
+        shutil.rmtree(uri)
+        ingest(source_dir=str(EVAL / name / "docs"), index_uri=str(uri), model=model)
+    return str(uri)
+
+
+def scores(searcher: Searcher, name: str) -> dict[str, dict[str, float]]:
+    queries, qrels = (
+        read_queries(EVAL / name / "queries.jsonl"),
+        read_qrels(EVAL / name / "qrels.tsv"),
+    )
+    texts = [q.query for q in queries]
+    results = {}
+    for mode in MODES:
+        hits = searcher.search_many(texts, SearchParams(k=K, mode=mode, per_doc=True))
+        run = {q.qid: [h.doc_id for h in found] for q, found in zip(queries, hits, strict=True)}
+        results[mode] = score_run(run, qrels, K)
+    return results
+
+
+def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit], list[Hit]]]:
+    """(qid, question, vector list, full-text list) per query, DEPTH chunks each; kept beside
+    the dataset, so that tuning again costs no search (removed with the dataset)."""
+    cache = Path(searcher.dataset.uri) / f"candidates-v2-{searcher.dataset.chunks.version}.pkl"
+    if cache.exists():
+        return pickle.loads(cache.read_bytes())
+    queries = read_queries(EVAL / name / "queries.jsonl")
+    vectors = searcher.embedder().encode([q.query for q in queries])
+    found = [
+        (
+            q.qid,
+            q.query,
+            searcher._vector(vector, None, DEPTH),
+            searcher._fts(q.query, None, DEPTH, None),
+        )
+        for q, vector in zip(queries, vectors, strict=True)
+    ]
+    cache.write_bytes(pickle.dumps(found))
+    return found
+
+
+def tune(lists: dict[str, list], qrels: dict[str, dict]) -> None:
+    """nDCG@10 of hybrid mode over a grid of fusion settings (the vector weight α, the same
+    for every script here, and the candidate depth), per set; then the best α per script."""
+    table: dict[tuple[float, int], dict[str, float]] = {}
+    for alpha, depth in itertools.product((0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6), (30, 50, 75, 100)):
+        setting = Fusion(vector_weight=alpha, cjk_vector_weight=alpha, depth=depth)
+        table[(alpha, depth)] = {
+            name: hybrid_ndcg(setting, per_query, qrels[name]) for name, per_query in lists.items()
+        }
+        print(f"α={alpha} depth={depth}: {table[(alpha, depth)]}", flush=True)
+    cjk = [name for name in lists if name.endswith("-zh")]
+    for group in (cjk, [name for name in lists if name not in cjk]):
+        if group:
+            best = max(table, key=lambda key: sum(table[key][name] for name in group))
+            print(f"best for {', '.join(group)}: α={best[0]} depth={best[1]}: {table[best]}")
+    print(
+        f"now ({HYBRID}): "
+        + json.dumps(
+            {name: hybrid_ndcg(HYBRID, per_query, qrels[name]) for name, per_query in lists.items()}
+        )
+    )
+
+
+def hybrid_ndcg(setting: Fusion, per_query: list, qrels: dict) -> float:
+    """nDCG@10 of documents ranked by their best chunk in the fused lists."""
+    run = {}
+    for qid, text, by_vector, by_text in per_query:
+        depth = setting.depth
+        fused = setting.fuse(text, by_vector[:depth], by_text[:depth], 2 * depth)
+        run[qid] = [hit.doc_id for hit in best_per_doc(fused)][:K]
+    return score_run(run, qrels, K)["ndcg@10"]
+
+
+def headings_experiment(uri: str, name: str, model: str) -> dict[str, float]:
+    """Vector nDCG@10 with chunks embedded as stored, and with the heading path in front."""
+    import numpy as np
+
+    from tasks.embed.models import get_embedder
+
+    rows = Dataset(uri).chunks.to_arrow().select(["doc_id", "section", "text"]).to_pylist()
+    queries, qrels = (
+        read_queries(EVAL / name / "queries.jsonl"),
+        read_qrels(EVAL / name / "qrels.tsv"),
+    )
+    embedder = get_embedder(model)
+    questions = embedder.encode([q.query for q in queries])
+    inputs = {
+        "text": [row["text"] for row in rows],
+        "headings + text": [f"{row['section']}\n\n{row['text']}".strip() for row in rows],
+    }
+    results = {}
+    for label, texts in inputs.items():
+        similarity = questions @ embedder.encode(texts).T
+        run = {}
+        for q, scores_of_query in zip(queries, similarity, strict=True):
+            ranked = [rows[i]["doc_id"] for i in np.argsort(-scores_of_query)[: K * 10]]
+            run[q.qid] = list(dict.fromkeys(ranked))[:K]
+        results[label] = score_run(run, qrels, K)["ndcg@10"]
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
+    parser.add_argument("--sets", nargs="+", default=list(SETS))
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--tune", action="store_true", help="also tune the hybrid fusion")
+    parser.add_argument(
+        "--headings", action="store_true", help="also embed with the heading path in front"
+    )
+    args = parser.parse_args()
+    missing = [name for name in args.sets if not (EVAL / name).is_dir()]
+    if missing:
+        print(f"skipped: {', '.join(missing)} not found under {EVAL} (../shared is not present)")
+        return 0
+    report, lists, qrels, headings = {}, {}, {}, {}
+    for name in args.sets:
+        uri = dataset_for(name, args.model)
+        searcher = Searcher(Dataset(uri))
+        report[name] = scores(searcher, name)
+        if args.headings:
+            headings[name] = headings_experiment(uri, name, args.model)
+        if args.tune:
+            lists[name] = candidates(searcher, name)
+            qrels[name] = read_qrels(EVAL / name / "qrels.tsv")
+    print(f"nDCG@10 (recall@10, MRR@10), model {args.model}, documents ranked by their best chunk")
+    print(f"{'set':<16}" + "".join(f"{mode:>26}" for mode in MODES))
+    for name, modes in report.items():
+        cells = "".join(
+            f"{m['ndcg@10']:>9.3f} ({m['recall@10']:.3f}, {m['mrr@10']:.3f})"
+            for m in modes.values()
+        )
+        print(f"{name:<16}{cells}")
+    print(json.dumps(report))
+    for name, figures in headings.items():
+        print(f"{name}: vector nDCG@10 by what is embedded: {figures}")
+    if args.tune:
+        tune(lists, qrels)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

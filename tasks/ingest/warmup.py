@@ -1,0 +1,69 @@
+"""What an ingest run will need, made ready while Prefect starts: the parser and the model.
+
+Before a flow's first line runs, Prefect creates the flow run, and without an API server it
+first starts a temporary one (seconds). The run's first load then starts the parser process
+(imports unstructured) and its first embed loads the model. `start_warm_up` does both in
+background threads of the command-line process during that wait, but only when the run will
+index something: a quick plan (sizes and mtimes against the ledger, as the run's own plan
+does) decides, so a run with nothing to index still loads no model. Nothing here is needed
+for correctness: any error is left for the run itself to meet and report.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from tasks.dataset.dataset import Dataset
+from tasks.dataset.schema import Fingerprint
+from tasks.embed.models import get_embedder, model_info
+from tasks.ingest.discover import ScanSettings, plan_run
+from tasks.ingest.parse_worker import WORKER
+from tasks.ingest.settings import IngestSettings
+from tasks.text.split import SplitSettings
+
+log = logging.getLogger(__name__)
+
+
+def will_index(settings: IngestSettings) -> bool:
+    """Whether the run will load files: a rebuild, a new dataset with files, or changed files.
+
+    False where the run will stop before loading anything (a dataset built with another
+    fingerprint asks for --rebuild)."""
+    fp = Fingerprint.of(model_info(settings.model), settings.narrow(SplitSettings))
+    dataset = Dataset(settings.index_uri)
+    if settings.rebuild or not dataset.exists():
+        ledger = {}
+    elif dataset.fingerprint != fp:
+        return False
+    else:
+        ledger = dataset.ledger()
+    plan = plan_run(settings.source_dir, ledger, settings.narrow(ScanSettings), fp.id)
+    return bool(plan.to_index)
+
+
+def _quietly(step: Callable[[], object]) -> None:
+    try:
+        step()
+    except Exception:  # noqa: BLE001 - the run meets the same error and reports it
+        log.debug("warm-up step failed", exc_info=True)
+
+
+def _warm_up(settings: IngestSettings) -> None:
+    if not will_index(settings):
+        return
+    model = threading.Thread(
+        target=_quietly, args=(lambda: get_embedder(settings.model),), daemon=True
+    )
+    model.start()
+    WORKER.start()
+
+
+def start_warm_up(settings: IngestSettings) -> threading.Thread:
+    """Start making the parser process and the model ready in the background."""
+    thread = threading.Thread(
+        target=_quietly, args=(lambda: _warm_up(settings),), name="warm-up", daemon=True
+    )
+    thread.start()
+    return thread
