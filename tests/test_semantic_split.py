@@ -1,15 +1,21 @@
-"""The semantic splitter (plain functions, a fake embedder: no model)."""
+"""The semantic splitter: plain functions with a fake embedder (no model), and once through
+the real ingest flow on data/sample with the real model (marked integration and model)."""
 
 from __future__ import annotations
 
+import lancedb
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flows.ingest import ingest
+from flows.query_flow import query
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, Document, SourceFile, document_text
-from tasks.dataset.schema import Fingerprint
+from tasks.dataset.dataset import Dataset
+from tasks.dataset.location import DatasetError
+from tasks.dataset.schema import CHUNKS_TABLE, Fingerprint
 from tasks.embed.hash_backend import HashEmbedder, hash_model_info
 from tasks.ingest.settings import IngestSettings
 from tasks.ingest.steps import split_batch
@@ -22,6 +28,7 @@ from tasks.text.semantic_split import (
 )
 from tasks.text.split import SplitSettings
 
+from .conftest import SAMPLE
 from .test_split import make_document
 
 SEMANTIC = SplitSettings(splitter="semantic")
@@ -210,3 +217,34 @@ def test_spans_cover_the_text_within_size_without_overlap(text, size, percentile
         covered.update(range(a, b))
     assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())
     assert all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:], strict=False))
+
+
+def chunk_rows(uri: str) -> list[dict]:
+    table = lancedb.connect(uri).open_table(CHUNKS_TABLE)
+    return table.to_arrow().select(["chunk_id", "doc_id", "text_hash", "text"]).to_pylist()
+
+
+@pytest.mark.integration
+@pytest.mark.model
+def test_the_sample_through_the_ingest_flow_with_the_semantic_splitter(prefect_backend, tmp_path):
+    """data/sample indexed with --splitter semantic by the real flow and model: every file
+    indexed, nothing truncated, the fingerprint names the splitter, a question finds its
+    chapter; another splitter (or percentile) on the same dataset asks for --rebuild."""
+    uri = str(tmp_path / "index")
+    summary = ingest(source_dir=str(SAMPLE), index_uri=uri, splitter="semantic")
+    assert summary.failed == [] and summary.indexed == summary.files_seen > 0
+    assert summary.chunks_truncated == 0
+    rows = chunk_rows(uri)
+    assert summary.chunks_written == len(rows) > summary.indexed
+    assert all(len(row["text"]) <= SEMANTIC.chunk_size for row in rows)
+    assert '"splitter":"semantic"' in Dataset(uri).fingerprint.splitter
+    hits = query(text="How do references and borrowing work in Rust?", index_uri=uri, k=3)
+    assert hits and hits[0].doc_id.startswith("rust-book/")
+
+    before = sorted((row["chunk_id"], row["text_hash"]) for row in rows)
+    with pytest.raises(DatasetError, match="--rebuild"):
+        ingest(source_dir=str(SAMPLE), index_uri=uri)  # the recursive splitter
+    with pytest.raises(DatasetError, match="--rebuild"):
+        ingest(source_dir=str(SAMPLE), index_uri=uri, splitter="semantic", breakpoint_percentile=80)
+    after = sorted((row["chunk_id"], row["text_hash"]) for row in chunk_rows(uri))
+    assert after == before, "a refused run changes nothing"
