@@ -1,13 +1,19 @@
 """Retrieval quality on every dev set, in every mode, in one table; and fusion tuning.
 
     .venv/bin/python -m benchmarks.quality [--sets xquad-en xquad-zh scifact-train]
-                                           [--model SPEC] [--modes vector ...] [--tune]
+                                           [--modes vector fts hybrid] [--model SPEC]
+                                           [--splitter recursive|semantic
+                                            [--breakpoint-percentile P]] [--tune]
 
 Each dev set under ../shared/eval (docs/, queries.jsonl, qrels.tsv) is ingested once into
 .cache/bench/quality/<set>-<model> (reused while the dataset's fingerprint still fits) and
 searched in batch in each mode (or the `--modes` given), documents ranked by their best
 chunk, as `flows.evaluate` does. Prints nDCG@10 per set and mode, recall@10 and MRR@10
 beside it, and one JSON line.
+
+`--splitter semantic` builds the sets with the semantic splitter instead, in folders of
+their own (<set>-<model>-semantic-p<P>), so the recursive splitter's datasets stay and the
+two can be compared side by side; `--modes` measures only some modes.
 
 `--tune` also takes each query's vector and full-text candidate lists once and scores
 hybrid mode over a grid of its fusion settings (tasks/search/fusion.py: the vector list's
@@ -36,9 +42,10 @@ from tasks.embed.models import DEFAULT_MODEL
 from tasks.eval.metrics import read_qrels, score_run
 from tasks.search.fusion import HYBRID, Fusion, best_per_doc
 from tasks.search.hits import Hit
-from tasks.search.params import MODES, SearchParams
+from tasks.search.params import MODES, Mode, SearchParams
 from tasks.search.queries import read_queries
 from tasks.search.searcher import Searcher
+from tasks.text.split import SplitSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT.parent / "shared" / "eval"
@@ -47,19 +54,26 @@ K = 10
 DEPTH = 100  # candidates per list kept for tuning
 
 
-def dataset_for(name: str, model: str) -> str:
-    """The dev set's dataset, ingested now unless an earlier run's still fits."""
-    uri = ROOT / ".cache" / "bench" / "quality" / f"{name}-{model.replace(':', '-')}"
+def dataset_for(name: str, model: str, split: SplitSettings | None = None) -> str:
+    """The dev set's dataset, ingested now unless an earlier run's still fits; with the
+    semantic splitter in a folder named after it and its percentile."""
+    split = split or SplitSettings()
+    folder = f"{name}-{model.replace(':', '-')}"
+    if split.splitter != "recursive":
+        folder += f"-{split.splitter}-p{split.breakpoint_percentile:g}"
+    uri = ROOT / ".cache" / "bench" / "quality" / folder
+    options = {"splitter": split.splitter, "breakpoint_percentile": split.breakpoint_percentile}
+    source = str(EVAL / name / "docs")
     try:
-        ingest(source_dir=str(EVAL / name / "docs"), index_uri=str(uri), model=model)
+        ingest(source_dir=source, index_uri=str(uri), model=model, **options)
     except DatasetError:  # built by other code or settings: build it again
         shutil.rmtree(uri)
-        ingest(source_dir=str(EVAL / name / "docs"), index_uri=str(uri), model=model)
+        ingest(source_dir=source, index_uri=str(uri), model=model, **options)
     return str(uri)
 
 
 def scores(
-    searcher: Searcher, name: str, modes: tuple[str, ...] = MODES
+    searcher: Searcher, name: str, modes: tuple[Mode, ...] = MODES
 ) -> dict[str, dict[str, float]]:
     queries, qrels = (
         read_queries(EVAL / name / "queries.jsonl"),
@@ -159,8 +173,21 @@ def headings_experiment(uri: str, name: str, model: str) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
     parser.add_argument("--sets", nargs="+", default=list(SETS))
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument(
+        "--splitter",
+        default="recursive",
+        choices=("recursive", "semantic"),
+        help="build the sets with this splitter (semantic: in folders of their own)",
+    )
+    parser.add_argument(
+        "--breakpoint-percentile",
+        type=float,
+        default=SplitSettings().breakpoint_percentile,
+        metavar="P",
+        help="the semantic splitter's breakpoint percentile",
+    )
     parser.add_argument("--tune", action="store_true", help="also tune the hybrid fusion")
     parser.add_argument(
         "--headings", action="store_true", help="also embed with the heading path in front"
@@ -170,18 +197,28 @@ def main() -> int:
     if missing:
         print(f"skipped: {', '.join(missing)} not found under {EVAL} (../shared is not present)")
         return 0
+    split = SplitSettings(splitter=args.splitter, breakpoint_percentile=args.breakpoint_percentile)
+    modes = tuple(mode for mode in MODES if mode in args.modes)
     report, lists, qrels, headings = {}, {}, {}, {}
     for name in args.sets:
-        uri = dataset_for(name, args.model)
+        uri = dataset_for(name, args.model, split)
         searcher = Searcher(Dataset(uri))
-        report[name] = scores(searcher, name, tuple(args.modes))
+        report[name] = scores(searcher, name, modes)
         if args.headings:
             headings[name] = headings_experiment(uri, name, args.model)
         if args.tune:
             lists[name] = candidates(searcher, name)
             qrels[name] = read_qrels(EVAL / name / "qrels.tsv")
-    print(f"nDCG@10 (recall@10, MRR@10), model {args.model}, documents ranked by their best chunk")
-    print(f"{'set':<16}" + "".join(f"{mode:>26}" for mode in args.modes))
+    splitter = args.splitter + (
+        f" (breakpoint percentile {args.breakpoint_percentile:g})"
+        if args.splitter == "semantic"
+        else ""
+    )
+    print(
+        f"nDCG@10 (recall@10, MRR@10), model {args.model}, splitter {splitter}, "
+        "documents ranked by their best chunk"
+    )
+    print(f"{'set':<16}" + "".join(f"{mode:>26}" for mode in modes))
     for name, modes in report.items():
         cells = "".join(
             f"{m['ndcg@10']:>9.3f} ({m['recall@10']:.3f}, {m['mrr@10']:.3f})"

@@ -8,11 +8,13 @@
 The question is embedded with the model recorded in the dataset. Modes: vector (score =
 cosine similarity), fts (score = BM25 from LanceDB's full-text index on the analysed text)
 and hybrid (score = reciprocal-rank fusion of both; the default once the dataset has a
-full-text index). `--min-score` is a floor on cosine similarity in vector and hybrid mode,
-on BM25 in fts mode. Filters combine: --source GLOB (`*` also crosses `/`; relative or
-absolute path), --type, --section TEXT (heading path contains, any case), --since/--until
-(document modification time: ISO date or date-time, UTC unless stated, or an age like 7d;
---until is exclusive).
+full-text index). `--rerank PATH` re-scores the mode's best candidates (`--rerank-depth`, 50)
+with the sentence-transformers cross-encoder in folder PATH (score = its relevance score).
+`--min-score` is a floor on cosine similarity in vector and hybrid mode, on BM25 in fts
+mode, on the cross-encoder's score with --rerank. Filters combine: --source GLOB (`*` also
+crosses `/`; relative or absolute path), --type, --section TEXT (heading path contains, any
+case), --since/--until (document modification time: ISO date or date-time, UTC unless
+stated, or an age like 7d; --until is exclusive).
 
 What is recorded: with a Prefect API configured (PREFECT_API_URL, in the environment or a
 Prefect profile), a question or a --queries-file is a run of the `query` (or `query-batch`)
@@ -41,6 +43,7 @@ from tasks.search.info import index_stats, list_sources
 from tasks.search.params import SearchParams
 from tasks.search.queries import read_queries
 from tasks.search.request import ArtifactOption, QueryRequest, Question
+from tasks.search.rerank import cross_encoder
 from tasks.search.searcher import Searcher
 from tasks.search.snippet import snippet
 
@@ -171,6 +174,8 @@ def _ask(request: QueryRequest, model: str | None, as_json: bool, record: bool) 
     request = request.model_copy(update={"mode": mode})
     if mode != "fts":
         searcher.embedder()  # load (or refuse) the model before a flow run starts
+    if request.rerank:
+        cross_encoder(request.rerank)  # likewise the cross-encoder
     if record:
         from flows.query_flow import query
 
@@ -180,7 +185,8 @@ def _ask(request: QueryRequest, model: str | None, as_json: bool, record: bool) 
     if as_json:
         print(json.dumps([asdict(hit) for hit in hits], ensure_ascii=False, indent=2))
     elif hits:
-        print(f"{len(hits)} hits, mode {mode} (score: {SCORE_MEANING[mode]})")
+        meaning = f"cross-encoder, {mode} candidates" if request.rerank else SCORE_MEANING[mode]
+        print(f"{len(hits)} hits, mode {mode} (score: {meaning})")
         print(render_table(hits, request.text))
     else:
         print("no matching chunks")
@@ -201,6 +207,8 @@ def _run_batch(path: str, index_uri: str, params: SearchParams, record: bool) ->
 
         if params.mode != "fts":
             searcher.embedder()
+        if params.rerank:
+            cross_encoder(params.rerank)
         results = query_batch(texts=texts, index_uri=index_uri, params=params)
     else:
         results = searcher.search_many(texts, params)

@@ -3,8 +3,9 @@
     python -m flows.query --serve [--index URI] [--host 127.0.0.1] [--port 8765]
 
 GET /health, POST /search (a question and the command line's search options as JSON; the
-hits as the command line's --json prints them; invalid input is a 422 with a message),
-GET /stats. What later ingest runs commit shows up within REFRESH.
+hits as the command line's --json prints them; invalid input, a "rerank" folder without a
+usable cross-encoder included, is a 422 with a message), GET /stats. What later ingest runs
+commit shows up within REFRESH.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tasks.dataset.location import DatasetError
 from tasks.embed.models import prefer_latency
 from tasks.search.info import index_stats
 from tasks.search.request import SearchRequest
+from tasks.search.rerank import RerankerError
 from tasks.search.searcher import Searcher
 
 # How stale the service's view of the dataset may be: checking for new versions on every
@@ -48,6 +50,8 @@ def create_app(searcher: Searcher) -> Any:
     def search(request: SearchRequest) -> list[dict[str, Any]]:
         try:
             hits = searcher.search(request.text, request.params())
+        except RerankerError as exc:  # the request named a folder that cannot rerank
+            raise HTTPException(status_code=422, detail=str(exc)) from None
         except DatasetError as exc:
             raise HTTPException(status_code=409, detail=str(exc)) from None
         return [asdict(hit) for hit in hits]

@@ -39,6 +39,7 @@ from tasks.search.snippet import snippet
 from tasks.text.split import SplitSettings, split_document
 
 from .conftest import ROOT
+from .cross_encoder import build_tiny_cross_encoder
 
 EMBEDDER = HashEmbedder(16)
 SPLIT = SplitSettings(chunk_size=200, chunk_overlap=20)
@@ -392,6 +393,19 @@ def test_per_doc_and_min_score_through_the_flow(real_index):
     hits = query(text=QUESTION, index_uri=real_index, k=10, per_doc=True)
     assert len(hits) == len({hit.doc_id for hit in hits}) == len(CORPUS)
     assert query(text=QUESTION, index_uri=real_index, mode="vector", min_score=0.99) == []
+
+
+@pytest.mark.integration
+def test_the_flow_reranks_with_a_cross_encoder_on_disk(real_index, tmp_path):
+    folder = str(build_tiny_cross_encoder(tmp_path / "tiny-ce"))
+    first_stage = query(text=QUESTION, index_uri=real_index, k=4, mode="hybrid")
+    hits = query(text=QUESTION, index_uri=real_index, k=4, rerank=folder, rerank_depth=4)
+    from tasks.search.rerank import cross_encoder
+
+    scores = cross_encoder(folder)([(QUESTION, hit.text) for hit in first_stage])
+    order = sorted(range(len(first_stage)), key=lambda i: -scores[i])
+    assert [hit.chunk_id for hit in hits] == [first_stage[i].chunk_id for i in order]
+    assert [hit.score for hit in hits] == [round(scores[i], 6) for i in order]
 
 
 @pytest.mark.integration

@@ -19,6 +19,7 @@ from tasks.embed.models import get_embedder
 from tasks.text.split import SplitSettings, split_document
 
 from .conftest import ROOT
+from .cross_encoder import build_tiny_cross_encoder
 
 pytestmark = pytest.mark.integration
 
@@ -149,6 +150,19 @@ def test_the_question_may_come_as_query_like_in_batch_files(service):
     base, _ = service
     hits = httpx.post(f"{base}/search", json={"query": "Who owns a value in Rust?", "k": 1})
     assert hits.status_code == 200 and hits.json()[0]["doc_id"] == "rust.md"
+
+
+def test_the_search_body_takes_a_cross_encoder_to_rerank_with(service, tmp_path):
+    base, _ = service
+    folder = str(build_tiny_cross_encoder(tmp_path / "tiny-ce"))
+    body = {"text": "Who owns a value in Rust?", "k": 3, "mode": "vector"}
+    plain = httpx.post(f"{base}/search", json=body).json()
+    reranked = httpx.post(f"{base}/search", json={**body, "rerank": folder}, timeout=60).json()
+    assert {hit["chunk_id"] for hit in reranked} == {hit["chunk_id"] for hit in plain}
+    scores = [hit["score"] for hit in reranked]
+    assert scores == sorted(scores, reverse=True) and all(0 < score < 1 for score in scores)
+    missing = httpx.post(f"{base}/search", json={**body, "rerank": str(tmp_path / "none")})
+    assert missing.status_code == 422 and "no cross-encoder at" in missing.text
 
 
 def test_the_service_binds_to_localhost_unless_told_otherwise():

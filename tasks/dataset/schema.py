@@ -90,7 +90,7 @@ class Fingerprint:
 
     @classmethod
     def of(cls, model: ModelInfo, splitter: SplitSettings) -> Fingerprint:
-        return cls(model.model_id, model.dimension, model.max_tokens, splitter.model_dump_json())
+        return cls(model.model_id, model.dimension, model.max_tokens, splitter.recorded())
 
     @property
     def id(self) -> str:

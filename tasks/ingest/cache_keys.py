@@ -81,5 +81,5 @@ LOAD_CACHE = ContentKey(
         "tasks.ingest.parse_worker",
     ),
 )
-SPLIT_CACHE = ContentKey(step="split", modules=("tasks.text.split",))
+SPLIT_CACHE = ContentKey(step="split", modules=("tasks.text.split", "tasks.text.semantic_split"))
 EMBED_CACHE = ContentKey(step="embed", modules=("tasks.embed.base", "tasks.embed.models"))

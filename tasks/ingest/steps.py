@@ -33,14 +33,19 @@ from tasks.ingest.discover import plan_run
 from tasks.ingest.load import LoadSettings, load_batch
 from tasks.ingest.pipeline import Batch, Done, Future, Vectors
 from tasks.ingest.reuse import assemble, texts_to_embed
+from tasks.text.semantic_split import split_documents_semantic
 from tasks.text.split import SplitResult, SplitSettings, split_documents
 
 
 def split_batch(
     documents: list[Document], settings: SplitSettings, model: str
 ) -> list[SplitResult]:
-    """Chunk loaded documents to fit `model`'s token window, counting with its tokenizer."""
+    """Chunk loaded documents to fit `model`'s token window, counting with its tokenizer; the
+    semantic splitter embeds sentences with `model` itself (loaded once per process)."""
     window = model_info(model).max_tokens
+    if settings.splitter == "semantic":
+        embed = get_embedder(model).encode
+        return split_documents_semantic(documents, settings, token_counter(model), window, embed)
     return split_documents(documents, settings, token_counter(model), window)
 
 

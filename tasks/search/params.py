@@ -16,6 +16,9 @@ from tasks.core.options import Settings, option
 Mode = Literal["vector", "fts", "hybrid"]
 MODES: tuple[Mode, ...] = ("vector", "fts", "hybrid")
 MAX_K = 1000
+# Candidates a cross-encoder re-scores by default: as many as hybrid mode fuses from each
+# ranking (what that costs: README, "Reranking").
+RERANK_DEPTH = 50
 
 _RELATIVE = re.compile(r"(\d+)([mhdw])")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -46,9 +49,25 @@ class SearchParams(Settings):
         None, "documents modified before (same forms as --since)", metavar="WHEN"
     )
     min_score: float | None = option(
-        None, "score floor: cosine in vector and hybrid mode, BM25 in fts mode", metavar="X"
+        None,
+        "score floor: cosine in vector and hybrid mode, BM25 in fts mode, the cross-encoder's "
+        "score with --rerank",
+        metavar="X",
     )
     per_doc: bool = option(False, "only the best chunk of each document")
+    rerank: str | None = option(
+        None,
+        "re-score the best candidates with the sentence-transformers cross-encoder in this "
+        "local folder (score = its relevance score)",
+        metavar="PATH",
+    )
+    rerank_depth: int = option(
+        RERANK_DEPTH,
+        "with --rerank, how many candidates it re-scores (at least k)",
+        metavar="N",
+        ge=1,
+        le=MAX_K,
+    )
 
     @field_validator("since", "until", mode="before")
     @classmethod

@@ -13,6 +13,13 @@ Modes and what a hit's `score` means:
 drops candidates before fusion, since RRF values carry no absolute meaning) and on BM25 in fts
 mode. Filters become one SQL prefilter in which every user value is a quoted literal (or
 a LIKE pattern with its wildcards escaped), so no value is ever read as SQL.
+
+With `rerank` (a cross-encoder folder, tasks/search/rerank.py) the chosen mode only picks
+the candidates: its best max(k, rerank_depth) chunks (with per_doc, more until k documents
+show, as without rerank), which the cross-encoder re-scores and re-orders. `score` is then
+the cross-encoder's score (for the usual one-label models a sigmoid, 0 to 1, higher is
+better), `min_score` a floor on that score, and per_doc keeps each document's best chunk by
+it. Without `rerank` nothing of this runs and the cross-encoder code is not imported.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from tasks.search.filters import chunk_filter, doc_window
 from tasks.search.fusion import HYBRID, best_per_doc
 from tasks.search.hits import HIT_COLUMNS, Hit
 from tasks.search.params import Mode, SearchParams
+from tasks.search.rerank import PairScorer, cross_encoder, rerank
 
 PER_DOC_OVERFETCH = 5  # chunks fetched per wanted document with per_doc, grown as needed
 
@@ -99,12 +107,13 @@ class Searcher:
     def search_many(self, texts: list[str], params: SearchParams) -> list[list[Hit]]:
         """Hits for each text; the texts are embedded in one batch."""
         mode = self.resolve_mode(params.mode)
+        scorer = cross_encoder(params.rerank) if params.rerank else None  # fails before embedding
         where = chunk_filter(params, self._doc_window(params.since, params.until))
         vectors: list[np.ndarray | None] = (
             list(self.embedder().encode(texts)) if mode != "fts" else [None] * len(texts)
         )
         return [
-            self._search_one(text, vector, mode, where, params)
+            self._search_one(text, vector, mode, where, params, scorer)
             for text, vector in zip(texts, vectors, strict=True)
         ]
 
@@ -115,17 +124,22 @@ class Searcher:
         mode: Mode,
         where: str | None,
         params: SearchParams,
+        scorer: PairScorer | None = None,
     ) -> list[Hit]:
-        """Top hits for one query; with per_doc, fetch more chunks until k documents show."""
+        """Top hits for one query; with per_doc, fetch more chunks until k documents show;
+        with a cross-encoder `scorer`, re-rank the candidates first (see the module doc)."""
         limit = params.k * PER_DOC_OVERFETCH if params.per_doc else params.k
+        if scorer is not None:
+            limit = max(limit, params.rerank_depth)
+        floor = params.min_score if scorer is None else None  # else a floor on the new score
         while True:
-            hits = self._ranked(text, vector, mode, where, limit, params.min_score)
-            if not params.per_doc:
-                return hits
-            best = best_per_doc(hits)
-            if len(best) >= params.k or len(hits) < limit:
-                return best[: params.k]
+            hits = self._ranked(text, vector, mode, where, limit, floor)
+            if not params.per_doc or len(best_per_doc(hits)) >= params.k or len(hits) < limit:
+                break
             limit *= 4
+        if scorer is not None:
+            hits = _above(rerank(text, hits, scorer), params.min_score)
+        return (best_per_doc(hits) if params.per_doc else hits)[: params.k]
 
     def _ranked(
         self,

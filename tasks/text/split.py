@@ -12,6 +12,9 @@ text layer, and carry that metadata.
 Chunks are spans of the document text: `text == document_text[char_start:char_end]`.
 A chunk that is longer than the embedding model's token window is split again, smaller,
 until it fits, so the model never silently truncates it.
+
+`splitter="semantic"` chooses the semantic splitter instead (tasks/text/semantic_split.py):
+it shares the sections, the token-window fitting and the chunk records defined here.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
+from typing import Literal
 
 import regex
 from pydantic import model_validator
@@ -37,6 +41,7 @@ from tasks.core.records import (
 DEFAULT_SEPARATORS: tuple[str, ...] = ("\n\n", "\n", "。", "？", "！", ".", " ", "")
 
 Span = tuple[int, int]
+Place = tuple[str, int, int | None, bool]  # section (heading path), heading level, page, OCR
 TokenCounter = Callable[[list[str]], list[int]]
 
 _GRAPHEME = regex.compile(r"\X")
@@ -46,8 +51,23 @@ class SplitSettings(Settings):
     """Splitter settings; part of the pipeline fingerprint and of the split cache key."""
 
     chunk_size: int = option(1000, "most characters per chunk", ge=1)
-    chunk_overlap: int = option(100, "most characters of overlap between chunks", ge=0)
+    chunk_overlap: int = option(
+        100, "most characters of overlap between chunks (recursive splitter)", ge=0
+    )
     separators: tuple[str, ...] = internal(DEFAULT_SEPARATORS)  # part of the splitter
+    splitter: Literal["recursive", "semantic"] = option(
+        "recursive",
+        "recursive: cut at paragraphs, lines, sentences, words; semantic: cut between "
+        "sentences where the embeddings of the text before and after diverge",
+    )
+    breakpoint_percentile: float = option(
+        95.0,
+        "semantic splitter: cut between two sentences where the embedding distance of the "
+        "text before and after exceeds this percentile of the document's distances",
+        metavar="P",
+        ge=0,
+        le=100,
+    )
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> SplitSettings:
@@ -57,6 +77,14 @@ class SplitSettings(Settings):
                 f"({self.chunk_size})"
             )
         return self
+
+    def recorded(self) -> str:
+        """The settings as the dataset fingerprint records them (JSON). The semantic
+        splitter's fields appear only when it is chosen, so the recursive splitter's record,
+        and with it every dataset built before the option existed, stays as it was."""
+        if self.splitter == "recursive":
+            return self.model_dump_json(exclude={"splitter", "breakpoint_percentile"})
+        return self.model_dump_json()
 
 
 def _cut_at(text: str, start: int, end: int, sep: str) -> list[Span]:
@@ -120,7 +148,7 @@ def _merge(text: str, pieces: list[Span], size: int, overlap: int) -> list[Span]
     return spans
 
 
-def _strip(text: str, span: Span) -> Span | None:
+def strip_span(text: str, span: Span) -> Span | None:
     """Shrink a span to exclude surrounding whitespace; None when nothing is left."""
     a, b = span[0], _content_end(text, span)
     while a < b and text[a].isspace():
@@ -137,7 +165,7 @@ def split_spans(
     merged = _merge(text, pieces, settings.chunk_size, settings.chunk_overlap)
     spans: list[Span] = []
     for span in merged:
-        stripped = _strip(text, span)
+        stripped = strip_span(text, span)
         if stripped and (not spans or stripped[1] > spans[-1][1]):  # drop spans inside the last
             spans.append(stripped)
     return spans
@@ -182,22 +210,19 @@ def fit_token_window(
     return fitted, refit, over
 
 
-Place = tuple[str, int, int | None, bool]  # section, heading level, page, OCR
-
-
 def _place(block: Block) -> Place:
     return (block.section, block.heading_level, block.page_number, block.ocr)
 
 
-def _segments(document: Document) -> list[tuple[int, int, Place]]:
+def segments(document: Document) -> list[tuple[int, int, Place]]:
     """Spans of the document text whose blocks share one section, page and origin (OCR)."""
-    segments, pos = [], 0
+    found, pos = [], 0
     for place, group in groupby(document.blocks, key=_place):
         blocks = list(group)
         length = len(BLOCK_SEPARATOR.join(block.text for block in blocks))
-        segments.append((pos, pos + length, place))
+        found.append((pos, pos + length, place))
         pos += length + len(BLOCK_SEPARATOR)
-    return segments
+    return found
 
 
 @dataclass(frozen=True)
@@ -213,20 +238,37 @@ def split_document(
     count_tokens: TokenCounter | None = None,
     max_tokens: int | None = None,
 ) -> SplitResult:
-    """Chunk one document; chunks carry ids, counts, offsets, section, page and OCR origin."""
+    """Chunk one document with the recursive splitter; chunks carry ids, counts, offsets,
+    section, page and OCR origin."""
     text = document_text(document.blocks)
-    placed: list[tuple[Span, Place]] = []
+    placed = [
+        (split_spans(text, settings, start, end), place) for start, end, place in segments(document)
+    ]
+    return assemble_chunks(document, text, placed, settings, count_tokens, max_tokens)
+
+
+def assemble_chunks(
+    document: Document,
+    text: str,
+    placed: list[tuple[list[Span], Place]],
+    settings: SplitSettings,
+    count_tokens: TokenCounter | None = None,
+    max_tokens: int | None = None,
+) -> SplitResult:
+    """The document's chunks from each segment's spans (in document order), each span first
+    fitted to the token window when a counter is given."""
+    spans: list[tuple[Span, Place]] = []
     refit = over = 0
-    for start, end, place in _segments(document):
-        spans = split_spans(text, settings, start, end)
+    for segment_spans, place in placed:
+        fitted = segment_spans
         if count_tokens is not None and max_tokens is not None:
-            spans, n_refit, n_over = fit_token_window(
-                text, spans, settings, count_tokens, max_tokens
+            fitted, n_refit, n_over = fit_token_window(
+                text, segment_spans, settings, count_tokens, max_tokens
             )
             refit += n_refit
             over += n_over
-        placed.extend((span, place) for span in spans)
-    count = len(placed)
+        spans.extend((span, place) for span in fitted)
+    count = len(spans)
     chunks = tuple(
         Chunk(
             chunk_id=chunk_id(document.doc_id, i, count),
@@ -241,7 +283,7 @@ def split_document(
             page_number=page,
             ocr=ocr,
         )
-        for i, ((a, b), (section, level, page, ocr)) in enumerate(placed)
+        for i, ((a, b), (section, level, page, ocr)) in enumerate(spans)
     )
     return SplitResult(chunks, refit, over)
 
@@ -249,7 +291,8 @@ def split_document(
 def split_documents(
     documents: list[Document], settings: SplitSettings, count_tokens: TokenCounter, max_tokens: int
 ) -> list[SplitResult]:
-    """Chunk a batch of loaded documents to fit a `max_tokens` window (one result each)."""
+    """Chunk a batch of loaded documents with the recursive splitter to fit a `max_tokens`
+    window (one result each)."""
     return [
         split_document(doc, settings, count_tokens, max_tokens)
         if doc.status == Status.INDEXED
