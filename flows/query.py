@@ -7,8 +7,8 @@
 
 The question is embedded with the model recorded in the dataset. Modes: vector (score =
 cosine similarity), fts (score = BM25 from LanceDB's full-text index on the analysed text)
-and hybrid (score = reciprocal-rank fusion of both; the default once the dataset has a
-full-text index). `--rerank PATH` re-scores the mode's best candidates (`--rerank-depth`, 50)
+and hybrid (score = both fused by their standardised scores, tasks/search/fusion.py; the
+default once the dataset has a full-text index). `--rerank PATH` re-scores the mode's best candidates (`--rerank-depth`, 50)
 with the sentence-transformers cross-encoder in folder PATH (score = its relevance score).
 `--min-score` is a floor on cosine similarity in vector and hybrid mode, on BM25 in fts
 mode, on the cross-encoder's score with --rerank. Filters combine: --source GLOB (`*` also
@@ -50,7 +50,7 @@ from tasks.search.snippet import snippet
 SCORE_MEANING = {
     "vector": "cosine similarity",
     "fts": "BM25",
-    "hybrid": "reciprocal-rank fusion of vector and full-text ranks",
+    "hybrid": "fusion of standardised vector and full-text scores",
 }
 
 

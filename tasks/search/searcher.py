@@ -10,7 +10,7 @@ Modes and what a hit's `score` means:
   (tasks/search/fusion.py; unbounded, higher is better, comparable within one query only).
 
 `min_score` is a floor on the cosine similarity in vector and hybrid mode (in hybrid mode it
-drops candidates before fusion, since RRF values carry no absolute meaning) and on BM25 in fts
+drops candidates before fusion, since fused scores carry no absolute meaning) and on BM25 in fts
 mode. Filters become one SQL prefilter in which every user value is a quoted literal (or
 a LIKE pattern with its wildcards escaped), so no value is ever read as SQL.
 
