@@ -8,8 +8,9 @@
 The question is embedded with the model recorded in the dataset. Modes: vector (score =
 cosine similarity), fts (score = BM25 from LanceDB's full-text index on the analysed text)
 and hybrid (score = both fused by their standardised scores, tasks/search/fusion.py; the
-default once the dataset has a full-text index). `--rerank PATH` re-scores the mode's best candidates (`--rerank-depth`, 50)
-with the sentence-transformers cross-encoder in folder PATH (score = its relevance score).
+default once the dataset has a full-text index). `--rerank PATH` re-scores the mode's best
+candidates (`--rerank-depth`, 50) with the sentence-transformers cross-encoder in folder
+PATH (score = its relevance score).
 `--min-score` is a floor on cosine similarity in vector and hybrid mode, on BM25 in fts
 mode, on the cross-encoder's score with --rerank. Filters combine: --source GLOB (`*` also
 crosses `/`; relative or absolute path), --type, --section TEXT (heading path contains, any
