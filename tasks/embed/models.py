@@ -36,6 +36,7 @@ DEFAULT_MODEL = f"onnx-int8-token:{BUNDLED_MODEL}"  # what a new dataset is buil
 ONNX_SUFFIX = "+onnx-"  # model ids of the ONNX backends: <base id>+onnx-<variant>
 # ONNX backend (spec prefix) -> variant (model id suffix, file in tasks/embed/onnx_files.py)
 ONNX_VARIANTS = {"onnx": "fp32", "onnx-int8": "int8", "onnx-int8-token": "int8-token"}
+_ONNX_BACKENDS = {variant: backend for backend, variant in ONNX_VARIANTS.items()}
 # Modules of a sentence-transformers folder whose output size is the transformer's hidden size.
 _PLAIN_MODULES = {"Transformer", "Pooling", "Normalize"}
 
@@ -66,11 +67,6 @@ def resolve_model(name: str) -> tuple[Path | str, str]:
     return name, name
 
 
-def onnx_variant(backend: str) -> str | None:
-    """The ONNX file variant a backend runs; None for backends that load as they are."""
-    return ONNX_VARIANTS.get(backend)
-
-
 def _folder_info(path: Path | str, model_id: str) -> ModelInfo | None:
     """ModelInfo from a sentence-transformers folder's configuration; None where it does not
     say (no such folder, or modules that change the output size)."""
@@ -92,7 +88,7 @@ def model_info(spec: str) -> ModelInfo:
     if parsed.backend == "hash":
         return hash_model_info(int(parsed.model))
     path, model_id = resolve_model(parsed.model)
-    variant = onnx_variant(parsed.backend)
+    variant = ONNX_VARIANTS.get(parsed.backend)
     if variant is not None:
         from tasks.embed.onnx_backend import onnx_model_info
 
@@ -181,7 +177,7 @@ def query_embedder(model_id: str) -> Embedder:
         if is_prepared(Path(path), ONNX_VARIANTS["onnx"]):
             return get_embedder(f"onnx:{parsed.model}")
         return get_embedder(spec)
-    variant = onnx_variant(parsed.backend)
+    variant = ONNX_VARIANTS.get(parsed.backend)
     if variant is not None and not is_prepared(Path(resolve_model(parsed.model)[0]), variant):
         raise ModelNotPrepared(
             f"the model {spec} is not prepared on this machine: run "
@@ -196,7 +192,7 @@ def model_spec_for(model_id: str) -> str:
     name = BUNDLED_MODEL if base == BUNDLED_MODEL_ID else base
     if not variant:
         return name
-    backend = {v: backend for backend, v in ONNX_VARIANTS.items()}.get(variant)
+    backend = _ONNX_BACKENDS.get(variant)
     return f"{backend}:{name}" if backend else model_id  # unknown: fails to load, saying so
 
 

@@ -14,7 +14,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tasks.embed.models import BUNDLED_MODEL, DEFAULT_MODEL, ModelSpec, onnx_variant, resolve_model
+from tasks.embed.models import (
+    BUNDLED_MODEL,
+    DEFAULT_MODEL,
+    ONNX_VARIANTS,
+    ModelSpec,
+    resolve_model,
+)
 from tasks.embed.onnx_files import is_prepared, prepare
 
 EVERYDAY_SPECS = (DEFAULT_MODEL, f"onnx:{BUNDLED_MODEL}")
@@ -23,7 +29,7 @@ EVERYDAY_SPECS = (DEFAULT_MODEL, f"onnx:{BUNDLED_MODEL}")
 def main(argv: Sequence[str] | None = None) -> int:
     for spec in list(sys.argv[1:] if argv is None else argv) or EVERYDAY_SPECS:
         parsed = ModelSpec.parse(spec)
-        variant = onnx_variant(parsed.backend)
+        variant = ONNX_VARIANTS.get(parsed.backend)
         if variant is None:
             print(f"{spec}: nothing to prepare (the {parsed.backend} backend loads as it is)")
             continue
