@@ -56,11 +56,13 @@ SCORE_MEANING = {
 
 
 def render_table(hits: list[Hit], text: str) -> str:
-    """A readable listing: rank, score, source, page, section and a snippet around the match."""
+    """A readable listing: rank, score, in hybrid mode the list(s) that found the hit
+    (vector, text or both), source, page, section and a snippet around the match."""
     lines = []
     for rank, hit in enumerate(hits, start=1):
         page = f" p.{hit.page_number}" if hit.page_number is not None else ""
-        lines.append(f"{rank:>2}. {hit.score:.4f}  {hit.doc_id}{page}")
+        found = f"{hit.found_by:<6}  " if hit.found_by else ""
+        lines.append(f"{rank:>2}. {hit.score:.4f}  {found}{hit.doc_id}{page}")
         if hit.section:
             lines.append(f"    § {hit.section}")
         lines.extend(
@@ -78,6 +80,9 @@ def render_stats(stats: dict[str, Any]) -> str:
         for i in stats["indexes"]
     )
     size_label = "size on disk" if local_path(stats["index"]) is not None else "size of live data"
+    languages = ", ".join(f"{group} {share:.0%}" for group, share in stats["languages"].items())
+    if stats["languages_sampled_chunks"] < stats["chunks"]:
+        languages += f" (from a sample of {stats['languages_sampled_chunks']} chunks)"
     return "\n".join(
         [
             f"index: {stats['index']} (chunks table version {stats['table_version']})",
@@ -86,6 +91,7 @@ def render_stats(stats: dict[str, Any]) -> str:
             f"fingerprint: {json.dumps(stats['fingerprint'], ensure_ascii=False)}",
             f"run tags: {', '.join(stats['run_tags']) or 'none'}",
             f"indexes: {indexes or 'none'}; default mode: {stats['default_mode']}",
+            f"languages: {languages or 'none'}",
             f"{size_label}: {stats['size_bytes'] / 2**20:.1f} MiB",
         ]
     )
@@ -187,7 +193,10 @@ def _ask(request: QueryRequest, model: str | None, as_json: bool, record: bool) 
         print(json.dumps([asdict(hit) for hit in hits], ensure_ascii=False, indent=2))
     elif hits:
         meaning = f"cross-encoder, {mode} candidates" if request.rerank else SCORE_MEANING[mode]
-        print(f"{len(hits)} hits, mode {mode} (score: {meaning})")
+        header = f"{len(hits)} hits, mode {mode} (score: {meaning})"
+        if mode == "hybrid":
+            header += "; after the score, the list that found the hit: vector, text or both"
+        print(header)
         print(render_table(hits, request.text))
     else:
         print("no matching chunks")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,7 @@ from tasks.embed.hash_backend import HashEmbedder
 from tasks.embed.models import DEFAULT_MODEL, model_info
 from tasks.search.fusion import HYBRID, Fusion, best_per_doc, standardised
 from tasks.search.hits import Hit
+from tasks.search.info import language_shares
 from tasks.search.params import MODES, SearchParams
 from tasks.search.searcher import Searcher
 from tasks.search.snippet import snippet
@@ -228,6 +230,61 @@ def test_hybrid_fusion_weighs_standardised_scores():
     assert HYBRID.weight_for("How many points? 多少") == HYBRID.vector_weight
 
 
+def test_fused_hits_say_which_list_found_them():
+    by_vector = [hit("a", 0.9), hit("b", 0.5), hit("c", 0.4)]
+    by_text = [hit("c", 20.0), hit("a", 2.0), hit("d", 1.0)]
+    fused = HYBRID.fuse("which one", by_vector, by_text, limit=4)
+    found = {h.chunk_id: h.found_by for h in fused}
+    assert found == {"a": "both", "b": "vector", "c": "both", "d": "text"}
+    assert fused[0].rescored(1.0).found_by == fused[0].found_by
+    assert {h.found_by for h in HYBRID.fuse("x", by_vector, [], limit=3)} == {"vector"}
+    assert {h.found_by for h in HYBRID.fuse("x", [], by_text, limit=3)} == {"text"}
+    assert all(h.found_by is None for h in by_vector)  # outside hybrid mode: not set
+
+
+def test_hybrid_search_marks_each_hit_with_the_lists_that_found_it(tmp_path):
+    """Fillers are found by their vectors only; zebra chunks by their words, and by their
+    vectors too when those are among the nearest (HYBRID.depth) chunks."""
+    fillers = [(f"Part {i}", f"filler {i} says nothing much") for i in range(55)]
+    zebras = [
+        (f"Zebra {i}", f"zebra {' '.join(f'word{i}x{j}' for j in range(12))}") for i in range(8)
+    ]
+    dataset = build_index(str(tmp_path / "index"), [document("many.md", fillers + zebras)])
+    searcher = Searcher(dataset)
+    depth = HYBRID.depth
+    by_vector = {h.chunk_id for h in searcher.search("zebra", SearchParams(k=depth, mode="vector"))}
+    by_text = {h.chunk_id for h in searcher.search("zebra", SearchParams(k=depth, mode="fts"))}
+    hybrid = searcher.search("zebra", SearchParams(k=depth, mode="hybrid"))
+    expected = {chunk_id: "both" if chunk_id in by_text else "vector" for chunk_id in by_vector} | {
+        chunk_id: "text" for chunk_id in by_text - by_vector
+    }
+    assert {h.chunk_id: h.found_by for h in hybrid} == {
+        h.chunk_id: expected[h.chunk_id] for h in hybrid
+    }
+    assert {h.found_by for h in hybrid} == {"vector", "text", "both"}
+    per_doc = searcher.search("zebra", SearchParams(k=1, mode="hybrid", per_doc=True))
+    assert per_doc[0].found_by == hybrid[0].found_by != "vector"
+
+
+def test_stats_name_the_share_of_chunks_per_language(tmp_path, capsys):
+    english = [
+        (f"Part {i}", f"Ownership rules, part {i}: each value has one owner.") for i in range(3)
+    ]
+    chinese = [("安装", "使用 apt-get 安装软件包。"), ("配置", "编辑配置文件，然后重新启动服务。")]
+    uri = str(tmp_path / "index")
+    dataset = build_index(uri, [document("en.md", english), document("zh.md", chinese)])
+    assert main(["--stats", "--json", "--index", uri]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["chunks"] == 5 and stats["languages_sampled_chunks"] == 5
+    assert stats["languages"] == {"latin": 0.6, "chinese": 0.4}
+    assert main(["--stats", "--index", uri]) == 0
+    assert "\nlanguages: latin 60%, chinese 40%\n" in capsys.readouterr().out
+    # Above the sample size, every k-th chunk of the scan is read: the same ones every time.
+    sampled = language_shares(dataset.chunks, 5, sample=2)
+    assert sampled[1] == 2 and sampled == language_shares(dataset.chunks, 5, sample=2)
+    assert language_shares(dataset.chunks, 5, sample=5) == (stats["languages"], 5)
+
+
 def test_per_doc_fetches_more_until_k_documents_show(tmp_path):
     uri = str(tmp_path / "index")
     many = [(f"Part {i}", f"alpha beta gamma part {i}") for i in range(30)]
@@ -414,11 +471,16 @@ def test_cli_table_json_and_no_hits(real_index, capsys):
     table = capsys.readouterr().out
     assert "mode hybrid" in table and " 1. " in table and "guide/install.md" in table
     assert "§ Install > Linux" in table and "zebra package" in table
+    assert re.search(r"^ 1\. -?\d+\.\d{4}  (vector|text  |both  )  guide/install\.md$", table, re.M)
 
+    assert main([QUESTION, "--index", real_index, "--json"]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert hits and {hit["found_by"] for hit in hits} <= {"vector", "text", "both"}
     assert main([QUESTION, "--index", real_index, "--mode", "fts", "--json", "--per-doc"]) == 0
     hits = json.loads(capsys.readouterr().out)
     fields = {"chunk_id", "doc_id", "source_path", "section", "page_number", "chunk_index"}
     assert hits and all(fields | {"score", "text"} <= hit.keys() for hit in hits)
+    assert all(hit["found_by"] is None for hit in hits)
 
     assert main([QUESTION, "--index", real_index, "--type", "pdf"]) == 0
     assert capsys.readouterr().out.strip() == "no matching chunks"

@@ -13,9 +13,9 @@ dev sets only (`python -m benchmarks.quality --tune`; README.md, "Search quality
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from tasks.search.hits import Hit
+from tasks.search.hits import FoundBy, Hit
 from tasks.text.analysis import mostly_cjk
 
 
@@ -33,7 +33,8 @@ class Fusion:
     def fuse(
         self, question: str, by_vector: list[Hit], by_text: list[Hit], limit: int
     ) -> list[Hit]:
-        """The `limit` best chunks of both lists by their weighted z-scores."""
+        """The `limit` best chunks of both lists by their weighted z-scores, each marked with
+        the list(s) that found it (`found_by`)."""
         alpha = self.weight_for(question)
         vector, text = standardised(by_vector), standardised(by_text)
         vector_floor, text_floor = (
@@ -47,7 +48,13 @@ class Fusion:
             for chunk_id in hits
         }
         order = sorted(fused, key=lambda chunk_id: -fused[chunk_id])[:limit]
-        return [hits[chunk_id].rescored(fused[chunk_id]) for chunk_id in order]
+        return [
+            replace(
+                hits[chunk_id].rescored(fused[chunk_id]),
+                found_by=found_by(chunk_id in vector, chunk_id in text),
+            )
+            for chunk_id in order
+        ]
 
 
 HYBRID = Fusion()
@@ -60,6 +67,11 @@ def standardised(hits: list[Hit]) -> dict[str, float]:
         return {}
     mean, spread = statistics.fmean(scores), statistics.pstdev(scores)
     return {hit.chunk_id: (hit.score - mean) / spread if spread else 0.0 for hit in hits}
+
+
+def found_by(in_vector: bool, in_text: bool) -> FoundBy:
+    """Which of the two lists found a chunk that is in at least one of them."""
+    return "both" if in_vector and in_text else "vector" if in_vector else "text"
 
 
 def best_per_doc(hits: list[Hit]) -> list[Hit]:

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+# Which of hybrid mode's two lists found a hit: the vector one, the full-text one or both.
+FoundBy = Literal["vector", "text", "both"]
 
 
 @dataclass(frozen=True)
 class Hit:
     """One search result; what `score` means depends on the mode (tasks/search/searcher.py).
 
-    Every field but `score` is a column of the chunks table (checked by
-    tests/test_contracts.py); `--json` and POST /search return these fields.
+    Every field but `score` and `found_by` (set in hybrid mode only, tasks/search/fusion.py)
+    is a column of the chunks table (checked by tests/test_contracts.py); `--json` and POST
+    /search return these fields.
     """
 
     chunk_id: str
@@ -25,14 +29,18 @@ class Hit:
     chunk_count: int
     score: float
     text: str
+    found_by: FoundBy | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any], score: float) -> Hit:
         return cls(**{name: row[name] for name in HIT_COLUMNS}, score=round(score, 6))
 
     def rescored(self, score: float) -> Hit:
+        """The same hit (found_by included) with another score."""
         return dataclasses.replace(self, score=round(score, 6))
 
 
-# The chunks table columns a search reads: the fields of Hit.
-HIT_COLUMNS = [field.name for field in dataclasses.fields(Hit) if field.name != "score"]
+# The chunks table columns a search reads: the fields of Hit but score and found_by.
+HIT_COLUMNS = [
+    field.name for field in dataclasses.fields(Hit) if field.name not in ("score", "found_by")
+]

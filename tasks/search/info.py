@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
+from lancedb.table import Table
 
 from tasks.dataset.location import local_path
 from tasks.search.searcher import Searcher
+from tasks.text.scripts import language_group
+
+LANGUAGE_SAMPLE = 20_000  # most chunks whose text `languages` reads
 
 
 def index_stats(searcher: Searcher) -> dict[str, Any]:
@@ -20,9 +25,11 @@ def index_stats(searcher: Searcher) -> dict[str, Any]:
     statuses = documents.search().select(["status"]).limit(None).to_arrow()["status"]
     by_status = {row["values"]: row["counts"] for row in pc.value_counts(statuses).to_pylist()}
     fingerprint = dataset.fingerprint
+    n_chunks = chunks.count_rows()
+    languages, sampled = language_shares(chunks, n_chunks)
     return {
         "index": dataset.uri,
-        "chunks": chunks.count_rows(),
+        "chunks": n_chunks,
         "documents": documents.count_rows(),
         "documents_by_status": dict(sorted(by_status.items())),
         "model": fingerprint.model,
@@ -41,7 +48,29 @@ def index_stats(searcher: Searcher) -> dict[str, Any]:
         ],
         "default_mode": searcher.resolve_mode(None),
         "size_bytes": _size(dataset.uri, [chunks, documents]),
+        "languages": languages,
+        "languages_sampled_chunks": sampled,
     }
+
+
+def language_shares(
+    chunks: Table, n_chunks: int, sample: int = LANGUAGE_SAMPLE
+) -> tuple[dict[str, float], int]:
+    """({language group: its share of the chunks read, rounded to 3 places}, chunks read),
+    the most common group first (the groups: tasks/text/scripts.py). The text column is
+    scanned in batches; of more than `sample` chunks every k-th is read, k = ceil(n_chunks /
+    sample): the same ones each time for a given table version."""
+    step = -(-n_chunks // sample) or 1
+    groups: Counter[str] = Counter()
+    scanned = 0
+    for batch in chunks.search().select(["text"]).limit(None).to_batches(4096):
+        texts = batch.column("text").to_pylist()
+        first = -scanned % step  # the batch's first row whose scan position is a multiple of step
+        groups.update(language_group(text or "") for text in texts[first::step])
+        scanned += len(texts)
+    read = groups.total()
+    ranked = sorted(groups.items(), key=lambda item: (-item[1], item[0]))
+    return {group: round(n / read, 3) for group, n in ranked}, read
 
 
 def _size(uri: str, tables: list[Any]) -> int:

@@ -1,0 +1,51 @@
+"""The scripts told apart and the language group of a text (tasks/text/scripts.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.text.scripts import GROUPS, SCRIPTS, dominant_script, language_group, script_counts
+
+
+@pytest.mark.parametrize(
+    ("text", "script", "group"),
+    [
+        ("Ownership is a set of rules that govern memory.", "latin", "latin"),
+        ("Crème brûlée, Straße, façade: élan.", "latin", "latin"),
+        ("apt-file 是一个在软件包中查找文件的工具。", "han", "chinese"),
+        ("東京は日本の首都です。", "han", "japanese"),
+        ("ラーメンをください", "kana", "japanese"),
+        ("서울은 한국의 수도입니다.", "hangul", "korean"),
+        ("Москва — столица России.", "cyrillic", "cyrillic"),
+        ("Η Αθήνα είναι η πρωτεύουσα της Ελλάδας.", "other", "other"),
+        ("القاهرة هي عاصمة مصر", "other", "other"),
+        ("3.14 + 2,718 = 5.858 !!", None, "no_letters"),
+        ("", None, "no_letters"),
+    ],
+)
+def test_a_sentence_in_each_script(text, script, group):
+    assert dominant_script(text) == script
+    assert language_group(text) == group
+
+
+def test_letters_are_counted_per_script_and_only_letters_count():
+    assert script_counts("Rust 的所有权 rules, 2024!") == {"latin": 9, "han": 4}
+    assert script_counts("ラーメン") == {"kana": 4}  # ー, the prolonged sound mark, is kana
+    assert script_counts("𠀀𠀁") == {"han": 2}  # beyond the BMP (CJK Extension B)
+    assert script_counts("12 + 34 = 46 ¶ ✓ 🙂") == {}
+
+
+def test_the_most_letters_decide_and_any_kana_makes_han_japanese():
+    assert language_group("漢字 and a few English words") == "latin"
+    assert language_group("用 cargo build 编译整个项目的所有代码和依赖") == "chinese"
+    assert script_counts("日本語の文章") == {"han": 5, "kana": 1}
+    assert language_group("日本語の文章") == "japanese"
+    assert language_group("한국어 漢字") == "korean"
+    assert dominant_script("ab 中文") == "han"  # a tie goes to the first of SCRIPTS
+    assert dominant_script("abc 中文") == "latin"
+
+
+def test_every_script_has_a_group():
+    for text in ["中", "か", "한", "a", "я", "λ"]:
+        assert dominant_script(text) in SCRIPTS
+        assert language_group(text) in GROUPS
