@@ -3,11 +3,21 @@ index finds it again."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 import pytest
+import regex
+import rjieba
 
 from tasks.text import analysis
 from tasks.text.analysis import query_text, search_text
 from tasks.text.analysis import terms as analyse
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # --- Chinese ------------------------------------------------------------------------------
 
@@ -37,39 +47,119 @@ def test_traditional_and_fullwidth_forms():
 # --- Japanese -----------------------------------------------------------------------------
 
 
-def test_kana_runs_become_bigrams():
-    assert analyse("カタカナ") == ["カタ", "タカ", "カナ"]
-    assert analyse("コーヒー") == ["コー", "ーヒ", "ヒー"]  # the prolonged sound mark stays
+def test_japanese_is_segmented_into_words_in_their_dictionary_form():
+    question = query_text("東京都に住んでいます").split()
+    assert {"東京", "住む"} <= set(question)  # 住んで → 住む
+    assert not {"に", "で", "ます", "んで", "いま"} & set(question)  # particles, auxiliaries
+    assert analyse("コーヒーを飲みました")[:2] == ["コーヒー", "飲む"]  # katakana word whole
 
 
-def test_japanese_sentence_mixes_han_words_and_kana_bigrams():
-    terms = analyse("東京は日本の首都です。")
-    assert {"東京", "日本", "首都", "は", "の", "です"} <= set(terms)
+def test_japanese_question_with_other_inflections_matches_its_passage():
+    doc = set(analyse("所有権を移さずに値を借りることができます。"))
+    question = set(query_text("値を借りたいときは所有権を移しますか").split())
+    assert {"値", "借りる", "所有", "権", "移す"} <= question & doc
 
 
-def test_kana_voicing_marks_are_not_folded_away():
-    assert analyse("がぎ") == ["がぎ"]
-    assert analyse("ｶﾞｷﾞ") == ["ガギ"]  # half-width katakana is normalised, marks composed
+def test_japanese_spelling_variants_and_half_width_katakana_meet():
+    assert query_text("サーバの設定") == query_text("サーバーの設定") == "サーバー 設定"
+    assert analyse("ﾃﾞｰﾀﾍﾞｰｽを使う") == analyse("データベースを使う")
+    assert "データベース" in analyse("ﾃﾞｰﾀﾍﾞｰｽ")  # voicing marks composed, not dropped
 
 
 def test_katakana_middle_dot_separates_words():
-    assert analyse("カタ・カナ") == ["カタ", "カナ"]
+    assert analyse("ジョン・スミス") == ["ジョン", "スミス"]
+
+
+def test_a_particle_after_a_latin_word_is_not_a_term():
+    assert analyse("pip でインストールします")[:2] == ["pip", "インストール"]
+    assert analyse("「pip」で入れる")[:2] == ["pip", "入れる"]
+
+
+def test_kanji_alone_goes_through_jieba_as_chinese():
+    assert analyse("例外処理") == rjieba.cut("例外処理")  # no kana: jieba's cut, as before
+    # ... which the Japanese passage's index terms hold too, beside Sudachi's words
+    doc = analyse("例外はexceptブロックで処理します")
+    assert {"例外", "処理"} <= set(doc)
+    assert set(query_text("例外処理").split()) <= set(doc)
+
+
+def test_a_japanese_question_gets_sudachis_words_only():
+    assert "京都" in search_text("東京都に住んでいます").split()  # jieba: 東 / 京都
+    assert "京都" not in query_text("東京都に住んでいます").split()
+
+
+def test_japanese_punctuation_joins_one_stretch_but_chinese_keeps_its_runs():
+    assert query_text("東京都、大阪府に住む") == "東京 都 大阪 府 住む"
+    assert analyse("他说「你好」。我们在北京大学学习") == [
+        *rjieba.cut("他说"),
+        *rjieba.cut("你好"),
+        *rjieba.cut("我们在北京大学学习"),
+    ]
+
+
+def test_a_japanese_stretch_longer_than_sudachi_takes_is_cut_between_sentences():
+    terms = analyse("東京に住む。" * 6000)  # 36,000 characters, over 100 kB in UTF-8
+    assert terms.count("住む") == 6000
 
 
 # --- Korean -------------------------------------------------------------------------------
 
 
-def test_hangul_words_become_bigrams():
+def test_hangul_words_become_overlapping_pairs():
     assert analyse("학교에서") == ["학교", "교에", "에서"]
     assert analyse("한") == ["한"]
 
 
-def test_hangul_bigrams_do_not_cross_spaces():
+def test_hangul_pairs_do_not_cross_spaces():
     assert analyse("한국 사람") == ["한국", "사람"]
 
 
+def test_korean_question_with_another_ending_shares_pairs_with_its_passage():
+    doc = set(analyse("형태소 분석기를 사용하면 문장을 단어로 나눌 수 있습니다."))
+    question = set(query_text("형태소 분석기는 어떻게 사용하나요").split())
+    assert {"형태", "태소", "분석", "석기", "사용", "용하"} <= question & doc
+
+
+def test_a_particle_after_a_latin_word_or_number_stays_its_own_run():
+    assert analyse("pip을 설치합니다") == ["pip", "을", "설치", "치합", "합니", "니다"]
+    assert analyse("8080으로") == ["8080", "으로"]
+
+
 def test_hangul_is_not_decomposed_into_jamo():
-    assert all(len(t) == 2 for t in analyse("형태소 분석기"))
+    terms = analyse("형태소 분석기를 사용했습니다")
+    assert terms and all(regex.fullmatch(r"[\uAC00-\uD7A3]{2}", t) for t in terms)
+
+
+# --- loading and threads ------------------------------------------------------------------
+
+
+def test_english_chinese_and_korean_never_load_sudachi_or_kiwi():
+    code = """
+import json, sys
+from tasks.text import analysis
+analysis.warm_up()
+analysis.query_text("How do I use HashMap? 如何使用哈希表 한국어 형태소 분석기를 사용합니다")
+before = [m in sys.modules for m in ("sudachipy", "kiwipiepy")]
+analysis.terms("東京です")
+print(json.dumps([before, [m in sys.modules for m in ("sudachipy", "kiwipiepy")]]))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert json.loads(out.stdout) == [[False, False], [True, False]]
+
+
+def test_japanese_and_korean_analysis_from_several_threads():
+    # Sudachi raises if one tokenizer is used by two threads at once: each has its own.
+    texts = [
+        "東京都に住んでいます。" * 20,
+        "所有権を移さずに値を借りることができます。" * 20,
+        "한국어 형태소 분석기를 사용합니다.",
+        "서울에 살고 있으며 지하철을 타고 다닙니다.",
+    ] * 50
+    expected = [analyse(text) for text in texts]
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(analyse, texts)) == expected
 
 
 # --- mixed --------------------------------------------------------------------------------
@@ -223,7 +313,9 @@ def test_lancedb_whitespace_index_finds_analysed_text(tmp_path):
     assert top("HashMap") == "code"
     assert top("snake case name") == "code"
     assert top("日本の首都") == "ja"
+    assert top("首都") == "ja"  # kanji alone: jieba's words, which the index holds too
     assert top("학교") == "ko"
+    assert top("학교에서 공부했어요") == "ko"
     assert top("How many points did the defense give up?") == "en"
     assert top('"quoted" (parens) AND -minus +plus') == ""  # no parser: no error, no match
 

@@ -11,9 +11,21 @@ is done here instead, the same way at both ends:
 
 What text becomes:
 
-- Han characters (Chinese; Japanese kanji): dictionary words from jieba's segmentation
-  (`rjieba`, the Rust port with the same dictionary, bundled, loaded on first use).
-- Japanese kana and Korean Hangul runs: overlapping character pairs (no segmenter here).
+- Han characters with no kana in their stretch (Chinese; kanji alone): dictionary words from
+  jieba's segmentation (`rjieba`, the Rust port with the same dictionary, bundled).
+- Japanese: a stretch of Han and kana (with ー, and the Japanese punctuation between its
+  runs) that holds any kana, since Chinese has none, goes through Sudachi (`sudachipy`; the
+  dictionary is a file in the `sudachidict-core` wheel, memory-mapped in about 0.1 s, nothing
+  is downloaded) in split mode A, the shortest units (所有権 → 所有, 権), as each word's
+  normalized form, so that inflections and spellings meet (住んで → 住む, サーバ → サーバー,
+  おいしい → 美味しい); particles, auxiliaries, conjunctions and punctuation are dropped.
+  The index (not a question with kana) also gets jieba's words of the stretch's kanji runs:
+  kanji-only text (a keyword query such as 例外処理, a heading) cannot be told from Chinese
+  and is cut by jieba, which cuts Japanese compounds its own way (処理 → 処, 理).
+  A letter or digit just before a Japanese stretch (pipで, pip で) is read with it, so that
+  what follows is seen as a particle.
+- Korean Hangul runs: overlapping character pairs (학교에서 → 학교, 교에, 에서), as before;
+  no morphological analyser (Kiwi was measured and left out, see below).
 - Alphabetic and numeric words: case and accents folded (é → e, ß → ss, Latin letters
   only: kana and Hangul keep their marks), English stop words dropped, Snowball English
   stems of pure ASCII words. Numbers stay (1,000 → 1000).
@@ -22,20 +34,40 @@ What text becomes:
   (3.14 → 3.14, 3, 14). Hyphenated, slashed and other dotted words (covid-19, and/or)
   give their parts only.
 
-The choices were measured on the dev sets (README.md, "Search quality"). Any change to the
-terms changes the index vocabulary: bump VERSION, which is part of the dataset fingerprint,
-so an index built by another version asks for --rebuild.
+Each dictionary loads on the first text that needs it: English, Chinese or Korean text never
+imports Sudachi (its first use takes about 0.1 s), and `warm_up()` loads it only when asked.
+Sudachi's tokenizers are per thread (one shared dictionary).
+
+The choices were measured on the dev sets (README.md, "Search quality"); Japanese and Korean,
+which have none, by `python -m benchmarks.analysers` (benchmarks/data/cjk_questions.json:
+52 questions per language written for it, ranked among 72 short passages by a plain BM25).
+Japanese MRR@10 went from 0.926 (character pairs before) to 0.981 (top-1 0.885 → 0.962);
+kanji-only keyword queries stayed at 0.972, where Sudachi without the jieba words in the
+index gives 0.755 (modes B and C 0.648 and 0.676, equal on questions; surface forms 0.958 on
+questions; keeping particles changed nothing, so they are dropped), at 0.75 M characters/s
+against 2.2 M for pairs (one thread, warm, on two busy cores).
+Korean stays on pairs. Kiwi (`kiwipiepy`: content morphemes, verb and adjective stems in
+their dictionary form) gave MRR@10 0.990 against 0.985 for pairs, one question of 52 (top-1
+0.981 both; keyword queries 1.000 both): nearly a tie, since Hangul pairs already match most
+inflected forms by their first syllables (사용하면, 사용하나요: 사용, 용하). It does not pay
+for its cost: 1.1–2.8 s and about 300 MB to load on first use, which a fresh query process
+asking a Korean question would pay (a cold query is to take under 3 s), and 60–100 k
+characters/s against 3 M for pairs. The benchmark still measures it (a dev dependency).
+Any change to the terms changes the index vocabulary: bump VERSION, which is part of the
+dataset fingerprint, so an index built by another version asks for --rebuild.
 """
 
 from __future__ import annotations
 
+import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache, lru_cache
+from typing import Any
 
 import regex
 
-VERSION = 1
+VERSION = 2
 NAME = f"words-cjk-stemmed-v{VERSION}"  # recorded in the dataset fingerprint
 MAX_TERM_CHARS = 64  # longer terms (hashes, base64) are dropped; their parts still count
 
@@ -60,11 +92,13 @@ _KANA = r"\p{Hiragana}\p{Katakana}ー"  # ー, the prolonged sound mark, belongs
 _HANGUL = r"\p{Hangul}"
 _WORD_CHAR = rf"[\w--[{_HAN}{_KANA}{_HANGUL}]]"  # letters, marks, digits, underscore
 _JOINER = r"(?:::|[./\-])"  # inside one compound: std::io, a.b, x/y, covid-19
+# What may sit between the Han and kana runs of one Japanese stretch (punctuation; a Chinese
+# stretch, one without kana, is cut back into its Han runs).
+_CJK_GAP = r"[、。・「」『』【】〈〉《》〔〕〜…‥]"
 _TOKENS = regex.compile(
     rf"""
-    (?P<han>[{_HAN}]+)
-    | (?P<kana>[{_KANA}]+)
-    | (?P<hangul>[{_HANGUL}]+)
+    (?P<cjk>[{_HAN}{_KANA}]++(?:{_CJK_GAP}++[{_HAN}{_KANA}]++)*+)
+    | (?P<hangul>[{_HANGUL}]++)
     | (?P<number>(?<![\w.,])\d{{1,3}}(?:,\d{{3}})+(?![\w,]|\.\d))   # 1,234,567
     | (?P<word>{_WORD_CHAR}++(?:{_JOINER}{_WORD_CHAR}++)*+(?:(?:\+\+|\#)(?![\w+\#]))?)
     """,
@@ -127,26 +161,129 @@ def _stem() -> Callable[[str], str]:
     return lru_cache(maxsize=200_000)(Stemmer.Stemmer("english").stemWord)
 
 
+# --- Japanese: Sudachi ----------------------------------------------------------------------
+
+JA_SPLIT_MODE = "A"  # Sudachi's shortest units: 所有権 → 所有, 権 (see the module docstring)
+JA_FORM = "normalized"  # 住んで → 住む, サーバ → サーバー, 書き換え → 書き替える
+# Particles, auxiliaries (ます, た, ない), conjunctions, punctuation and blanks are not terms.
+JA_DROP_POS = frozenset({"助詞", "助動詞", "接続詞", "補助記号", "記号", "空白"})
+# The index also holds jieba's words of a Japanese stretch's kanji runs, what a kanji-only
+# query (not told from Chinese: jieba) is cut into; a question with kana has Sudachi's only.
+JA_INDEX_JIEBA = True
+_JA_FIELDS = {"pos", "normalized_form", "dictionary_form"}
+_HAS_KANA = regex.compile(rf"[{_KANA}]")
+_HAN_RUN = regex.compile(rf"[{_HAN}]+")
+_JA_CHAR = regex.compile(rf"[{_HAN}{_KANA}]")
+_sudachi_local = threading.local()
+_sudachi_loading = threading.Lock()
+
+
+@cache
+def _sudachi_dictionary() -> Any:
+    """Sudachi's core dictionary (sudachidict-core, a file in its wheel, memory-mapped)."""
+    from sudachipy import Dictionary
+
+    return Dictionary(dict="core")
+
+
+def _sudachi(mode: str) -> Any:
+    """This thread's Sudachi tokenizer in split `mode` (a tokenizer is not to be shared
+    between threads; the dictionary is)."""
+    tokenizers: dict[str, Any] = _sudachi_local.__dict__.setdefault("tokenizers", {})
+    if mode not in tokenizers:
+        with _sudachi_loading:
+            dictionary = _sudachi_dictionary()
+        make = getattr(dictionary, "tokenizer", None) or dictionary.create  # before 0.7: create
+        tokenizers[mode] = make(mode, fields=_JA_FIELDS)
+    return tokenizers[mode]
+
+
+def _japanese(
+    stretch: str,
+    before: str = "",
+    *,
+    mode: str = JA_SPLIT_MODE,
+    form: str = JA_FORM,
+    drop: frozenset[str] = JA_DROP_POS,
+) -> list[str]:
+    """The words of a Japanese stretch (Han, kana and what lies between them), each in its
+    `form`; `before` is the letter or digit the stretch is glued to (pipで), read with it
+    so that the particle after it is seen as one, and not itself a term."""
+    found: list[str] = []
+    tokenizer = _sudachi(mode)
+    for piece in _pieces(before + stretch):
+        for morpheme in tokenizer.tokenize(piece):
+            if morpheme.part_of_speech()[0] in drop or not _JA_CHAR.search(morpheme.surface()):
+                continue
+            if form == "normalized":
+                found.append(morpheme.normalized_form())
+            elif form == "dictionary":
+                found.append(morpheme.dictionary_form())
+            else:
+                found.append(morpheme.surface())
+    return found
+
+
+_PIECE_CHARS = 2_000  # Sudachi refuses inputs over 49,149 bytes
+_PIECE_CUT = regex.compile(r"[。、.!?\s]")
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """`text` in pieces of at most _PIECE_CHARS, cut after punctuation or a space if one is
+    in the second half of the piece."""
+    while len(text) > _PIECE_CHARS:
+        window = text[:_PIECE_CHARS]
+        cuts = [m.end() for m in _PIECE_CUT.finditer(window, _PIECE_CHARS // 2)]
+        cut = cuts[-1] if cuts else _PIECE_CHARS
+        yield text[:cut]
+        text = text[cut:]
+    yield text
+
+
+_GLUED = regex.compile(rf"[[\p{{L}}\p{{N}}]--[{_HAN}{_KANA}{_HANGUL}]]", regex.VERSION1)
+_CLOSING = frozenset(")]}\"'`’”」』")
+
+
 def _pairs(run: str) -> list[str]:
     """Overlapping character pairs of a run; a single character stays itself."""
     return [run] if len(run) < 2 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def terms(text: str) -> list[str]:
-    """The index terms of `text`, in order (repeats kept: they are term frequency)."""
+def terms(text: str, query: bool = False) -> list[str]:
+    """The index terms of `text`, in order (repeats kept: they are term frequency); `query`:
+    a question's, which leave out the jieba words of Japanese kanji (JA_INDEX_JIEBA)."""
     found: list[str] = []
     text = unicodedata.normalize("NFKC", _FRACTION.sub(" ", text))
     for match in _TOKENS.finditer(text):
         kind, run = match.lastgroup, match.group()
         if kind == "word":
             _compound(run, found)
-        elif kind == "han":
-            found.extend(_segment()(run))
-        elif kind == "number":
-            found.append(run.replace(",", ""))
-        else:  # kana, hangul
+        elif kind == "cjk":
+            japanese = _HAS_KANA.search(run) is not None
+            if japanese:
+                found.extend(_japanese(run, _glued(text, match.start())))
+            if not japanese or (JA_INDEX_JIEBA and not query):
+                for han in _HAN_RUN.findall(run):  # Chinese, kanji alone: jieba, run by run
+                    found.extend(_segment()(han))
+        elif kind == "hangul":
             found.extend(_pairs(run))
+        else:  # number
+            found.append(run.replace(",", ""))
     return [term for term in found if len(term) <= MAX_TERM_CHARS]
+
+
+def _glued(text: str, start: int) -> str:
+    """What a Japanese stretch starting at `start` is glued to, for Sudachi to read first: the
+    letter or digit just before it (pipで, 8080で), also across spaces (Japanese puts them
+    around Latin words), X after a closing quote or bracket, else nothing."""
+    end = start
+    while end and text[end - 1] in " \t":
+        end -= 1
+    if not end:
+        return ""
+    if _GLUED.match(text, end - 1):
+        return text[end - 1]
+    return "X" if text[end - 1] in _CLOSING else ""
 
 
 def _compound(raw: str, found: list[str]) -> None:
@@ -196,10 +333,14 @@ def search_text(text: str) -> str:
 def query_text(question: str) -> str:
     """What a question is matched with: its terms, each once (a repeated term would count
     twice in the BM25 sum)."""
-    return " ".join(dict.fromkeys(terms(question)))
+    return " ".join(dict.fromkeys(terms(question, query=True)))
 
 
-def warm_up() -> None:
-    """Load the segmenter's dictionary and the stemmer now rather than on first use."""
+def warm_up(japanese: bool = False) -> None:
+    """Load jieba's dictionary and the stemmer now rather than on first use; Sudachi's
+    dictionary (for this thread) too if asked, which a process that may never see Japanese
+    text should not pay for."""
     _segment()("预热")
     _stem()("warming")
+    if japanese:
+        _sudachi(JA_SPLIT_MODE).tokenize("準備")
