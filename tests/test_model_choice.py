@@ -22,7 +22,8 @@ def _built(uri: str, model_id: str) -> None:
 
 def test_a_new_dataset_gets_the_default_backend(tmp_path):
     settings = IngestSettings(source_dir=str(tmp_path), index_uri=str(tmp_path / "new"))
-    assert settings.model == DEFAULT_MODEL == "onnx-int8-token:all-MiniLM-L6-v2"
+    assert settings.model == DEFAULT_MODEL
+    assert DEFAULT_MODEL == "dual:onnx-int8-token:all-MiniLM-L6-v2,use:multilingual-v3"
     assert not (tmp_path / "new").exists() or not Dataset(str(tmp_path / "new")).exists()
 
 
@@ -30,7 +31,13 @@ def test_an_existing_dataset_keeps_the_model_it_was_built_with(tmp_path):
     torch_uri, onnx_uri = str(tmp_path / "torch"), str(tmp_path / "onnx")
     _built(torch_uri, BUNDLED_MODEL_ID)  # the old default
     _built(onnx_uri, BUNDLED_MODEL_ID + "+onnx-int8")
-    for uri, spec in ((torch_uri, "all-MiniLM-L6-v2"), (onnx_uri, "onnx-int8:all-MiniLM-L6-v2")):
+    token_uri = str(tmp_path / "token")  # the default before the multilingual one
+    _built(token_uri, BUNDLED_MODEL_ID + "+onnx-int8-token")
+    for uri, spec in (
+        (torch_uri, "all-MiniLM-L6-v2"),
+        (onnx_uri, "onnx-int8:all-MiniLM-L6-v2"),
+        (token_uri, "onnx-int8-token:all-MiniLM-L6-v2"),
+    ):
         assert IngestSettings(source_dir=str(tmp_path), index_uri=uri).model == spec
         auto = IngestSettings(source_dir=str(tmp_path), index_uri=uri, model=AUTO_MODEL)
         assert auto.model == spec

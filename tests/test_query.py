@@ -32,7 +32,15 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import CHUNKS_TABLE, Fingerprint, chunks_schema
 from tasks.embed.hash_backend import HashEmbedder
 from tasks.embed.models import DEFAULT_MODEL, model_info
-from tasks.search.fusion import HYBRID, Fusion, best_per_doc, standardised
+from tasks.search.fusion import (
+    ENGLISH_FUSION,
+    MULTILINGUAL_FUSION,
+    Fusion,
+    best_per_doc,
+    fusion_for,
+    standardised,
+    term_coverage,
+)
 from tasks.search.hits import Hit
 from tasks.search.info import language_shares
 from tasks.search.params import MODES, SearchParams
@@ -226,32 +234,60 @@ def test_hybrid_fusion_weighs_standardised_scores():
     assert fused[0].score == round(0.5 * standardised(by_vector)["a"] - 0.5, 6)
     # A Chinese question: the text list alone decides.
     assert [h.chunk_id for h in even.fuse("哪一个", by_vector, by_text, limit=2)] == ["c", "a"]
-    assert HYBRID.weight_for("黑豹队的防守丢了多少分？") == HYBRID.cjk_vector_weight
-    assert HYBRID.weight_for("How many points? 多少") == HYBRID.vector_weight
+    assert ENGLISH_FUSION.weight_for("黑豹队的防守丢了多少分？") == ENGLISH_FUSION.cjk_vector_weight
+    assert ENGLISH_FUSION.weight_for("How many points? 多少") == ENGLISH_FUSION.vector_weight
+
+
+def test_a_weak_full_text_list_does_not_drown_a_good_vector_list():
+    """Multilingual datasets: the full-text list weighs in proportion to the share of the
+    question's terms its best hits hold, below half of them; English-only ones as before."""
+    assert term_coverage(["rust", "引用", "可变"], ["rust borrow", "rust own"]) == 1 / 3
+    assert term_coverage(["rust", "引用"], ["引用 rust", "x"]) == 1.0
+    assert term_coverage([], ["a"]) == 0.0 and term_coverage(["a"], []) == 0.0
+    assert term_coverage(["z"], ["a"] * 10 + ["z"]) == 0.0, "only the best 10 hits count"
+    multilingual = MULTILINGUAL_FUSION
+    assert fusion_for(True) is multilingual and fusion_for(False) is ENGLISH_FUSION
+    full = 1 - multilingual.weight_for("How do I borrow?")
+    assert multilingual.text_weight("How do I borrow?", 1.0) == full
+    assert multilingual.text_weight("How do I borrow?", 0.5) == full
+    assert multilingual.text_weight("How do I borrow?", 0.25) == pytest.approx(full / 2)
+    assert multilingual.text_weight("How do I borrow?", 0.0) == 0.0
+    assert ENGLISH_FUSION.text_weight("How do I borrow?", 0.0) == 0.5, "English-only: unchanged"
+    # A Chinese question over English chunks: the vector list has the answer ("a"); the text
+    # list matched one stray word of the question in "x", "y" and "z".
+    by_vector = [hit("a", 0.5), hit("b", 0.45), hit("x", 0.3), hit("c", 0.2)]
+    by_text = [hit("x", 9.0), hit("y", 1.0), hit("z", 0.5)]
+    question = "能否同时对同一个值拥有两个可变引用 Rust？"
+    weak = multilingual.fuse(question, by_vector, by_text, limit=3, coverage=0.1)
+    assert weak[0].chunk_id == "a", "the good vector list leads"
+    ungated = multilingual.fuse(question, by_vector, by_text, limit=3, coverage=1.0)
+    assert ungated[0].chunk_id == "x", "at full weight the stray match would have won"
+    alone = multilingual.fuse(question, by_vector, [], 3, 0.0)
+    assert [h.chunk_id for h in alone] == ["a", "b", "x"], "no full-text list: the vectors'"
 
 
 def test_fused_hits_say_which_list_found_them():
     by_vector = [hit("a", 0.9), hit("b", 0.5), hit("c", 0.4)]
     by_text = [hit("c", 20.0), hit("a", 2.0), hit("d", 1.0)]
-    fused = HYBRID.fuse("which one", by_vector, by_text, limit=4)
+    fused = ENGLISH_FUSION.fuse("which one", by_vector, by_text, limit=4)
     found = {h.chunk_id: h.found_by for h in fused}
     assert found == {"a": "both", "b": "vector", "c": "both", "d": "text"}
     assert fused[0].rescored(1.0).found_by == fused[0].found_by
-    assert {h.found_by for h in HYBRID.fuse("x", by_vector, [], limit=3)} == {"vector"}
-    assert {h.found_by for h in HYBRID.fuse("x", [], by_text, limit=3)} == {"text"}
+    assert {h.found_by for h in ENGLISH_FUSION.fuse("x", by_vector, [], limit=3)} == {"vector"}
+    assert {h.found_by for h in ENGLISH_FUSION.fuse("x", [], by_text, limit=3)} == {"text"}
     assert all(h.found_by is None for h in by_vector)  # outside hybrid mode: not set
 
 
 def test_hybrid_search_marks_each_hit_with_the_lists_that_found_it(tmp_path):
     """Fillers are found by their vectors only; zebra chunks by their words, and by their
-    vectors too when those are among the nearest (HYBRID.depth) chunks."""
+    vectors too when those are among the nearest (ENGLISH_FUSION.depth) chunks."""
     fillers = [(f"Part {i}", f"filler {i} says nothing much") for i in range(55)]
     zebras = [
         (f"Zebra {i}", f"zebra {' '.join(f'word{i}x{j}' for j in range(12))}") for i in range(8)
     ]
     dataset = build_index(str(tmp_path / "index"), [document("many.md", fillers + zebras)])
     searcher = Searcher(dataset)
-    depth = HYBRID.depth
+    depth = ENGLISH_FUSION.depth
     by_vector = {h.chunk_id for h in searcher.search("zebra", SearchParams(k=depth, mode="vector"))}
     by_text = {h.chunk_id for h in searcher.search("zebra", SearchParams(k=depth, mode="fts"))}
     hybrid = searcher.search("zebra", SearchParams(k=depth, mode="hybrid"))

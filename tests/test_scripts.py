@@ -1,10 +1,10 @@
-"""The scripts told apart and the language group of a text (tasks/text/scripts.py)."""
+"""The scripts told apart and the language group of a text (tasks/core/scripts.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tasks.text.scripts import GROUPS, SCRIPTS, dominant_script, language_group, script_counts
+from tasks.core.scripts import GROUPS, SCRIPTS, dominant_script, language_group, script_counts
 
 
 @pytest.mark.parametrize(

@@ -7,13 +7,16 @@ to embed never loads a model).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 ENCODE_BATCH_SIZE = 64  # texts per forward pass
+WORKERS_ENV = "DOC_INDEXER_EMBED_WORKERS"
 
 TokenCounter = Callable[[list[str]], list[int]]
 
@@ -25,6 +28,9 @@ class ModelInfo:
     model_id: str  # names the weights and the backend, so vectors of two backends never mix
     dimension: int
     max_tokens: int  # the model's token window, special tokens included
+    # Whether questions and texts in other languages than English share its vector space
+    # (not recorded: it follows from the model id; hybrid mode weighs the lists by it).
+    multilingual: bool = False
 
 
 class Embedder(Protocol):
@@ -58,3 +64,35 @@ def encode_in_groups(
     for rows in token_length_groups(counts):
         vectors[rows] = encode_group([texts[i] for i in rows])
     return vectors
+
+
+def default_workers() -> int:
+    """Embedding threads: $DOC_INDEXER_EMBED_WORKERS, else one per core this process may use."""
+    configured = os.environ.get(WORKERS_ENV, "").strip()
+    if configured:
+        workers = int(configured)
+        if workers < 1:
+            raise ValueError(f"{WORKERS_ENV} must be at least 1, not {configured}")
+        return workers
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def tokenizer_file_counter(folder: Path | str) -> TokenCounter | None:
+    """Counts tokens with the folder's tokenizer.json (special tokens included, nothing
+    truncated), so splitting never loads weights; None where the folder has no such file."""
+    tokenizer_file = Path(folder) / "tokenizer.json"
+    if not tokenizer_file.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+
+    def count(texts: list[str]) -> list[int]:
+        return [len(encoding.ids) for encoding in tokenizer.encode_batch(texts)]
+
+    return count

@@ -6,6 +6,7 @@ import numpy as np
 
 from tasks.core.records import sha256_hex
 from tasks.embed.base import ModelInfo
+from tasks.embed.registry import Backend, register
 
 HASH_MAX_TOKENS = 256
 
@@ -47,3 +48,18 @@ class HashEmbedder:
 def count_words(texts: list[str]) -> list[int]:
     """The hash embedder's 'tokens': words plus two special tokens."""
     return [len(text.split()) + 2 for text in texts]
+
+
+register(
+    Backend(
+        name="hash",
+        summary="a hashing embedder for fast tests, never for real search; MODEL = dimension",
+        default_model="384",
+        info=lambda model: hash_model_info(int(model)),
+        load=lambda model: HashEmbedder(int(model)),
+        model_of=lambda model_id: (
+            model_id.partition(":")[2] if model_id.startswith("hash:") else None
+        ),
+        token_counter=lambda model: count_words,
+    )
+)

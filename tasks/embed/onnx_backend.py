@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from tasks.embed.base import ModelInfo, encode_in_groups
+from tasks.embed import onnx_files
+from tasks.embed.base import Embedder, ModelInfo, encode_in_groups, tokenizer_file_counter
+from tasks.embed.registry import BUNDLED_MODEL, BUNDLED_MODEL_ID, Backend, register, resolve_model
+
+ONNX_SUFFIX = "+onnx-"  # model ids of the ONNX backends: <base id>+onnx-<variant>
 
 
 def onnx_model_info(model_path: Path, base_model_id: str, variant: str) -> ModelInfo:
@@ -70,3 +75,46 @@ class OnnxEmbedder:
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return [len(e.ids) for e in self._counter.encode_batch(texts)]
+
+
+def register_onnx_variant(
+    name: str, variant: str, summary: str, make: Callable[[Path, Path, ModelInfo], Embedder]
+) -> Backend:
+    """Register the backend `name` that runs a sentence-transformers model as the ONNX file
+    `variant` (tasks/embed/onnx_files.py), made by `make(onnx file, model folder, info)`."""
+
+    def folder(model: str) -> Path:
+        return Path(resolve_model(model)[0])
+
+    def info(model: str) -> ModelInfo:
+        return onnx_model_info(folder(model), resolve_model(model)[1], variant)
+
+    def load(model: str) -> Embedder:
+        onnx_file = onnx_files.prepare_logged(folder(model), variant, f"{name}:{model}")
+        return make(onnx_file, folder(model), info(model))
+
+    def model_of(model_id: str) -> str | None:
+        base, suffix, recorded = model_id.partition(ONNX_SUFFIX)
+        if not suffix or recorded != variant:
+            return None
+        return BUNDLED_MODEL if base == BUNDLED_MODEL_ID else base
+
+    return register(
+        Backend(
+            name=name,
+            summary=summary,
+            default_model=None,
+            info=info,
+            load=load,
+            model_of=model_of,
+            token_counter=lambda model: tokenizer_file_counter(folder(model)),
+            prepare=lambda model: onnx_files.prepare(folder(model), variant),
+            is_prepared=lambda model: onnx_files.is_prepared(folder(model), variant),
+        )
+    )
+
+
+register_onnx_variant("onnx", "fp32", "onnxruntime, fp32", OnnxEmbedder)
+register_onnx_variant(
+    "onnx-int8", "int8", "onnxruntime, int8 with dynamic quantisation", OnnxEmbedder
+)

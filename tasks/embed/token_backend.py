@@ -20,7 +20,6 @@ first needed, so a process that embeds one question at a time holds one.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from pathlib import Path
@@ -28,23 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from tasks.embed.base import ModelInfo
-
-WORKERS_ENV = "DOC_INDEXER_EMBED_WORKERS"
-
-
-def default_workers() -> int:
-    """Worker threads: $DOC_INDEXER_EMBED_WORKERS, else one per core this process may use."""
-    configured = os.environ.get(WORKERS_ENV, "").strip()
-    if configured:
-        workers = int(configured)
-        if workers < 1:
-            raise ValueError(f"{WORKERS_ENV} must be at least 1, not {configured}")
-        return workers
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+from tasks.embed.base import ModelInfo, default_workers
+from tasks.embed.onnx_backend import register_onnx_variant
 
 
 class TokenInt8Embedder:
@@ -140,3 +124,11 @@ class TokenInt8Embedder:
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Word pieces per text, [CLS] and [SEP] included, before truncation."""
         return [len(e.ids) for e in self._counter.encode_batch(texts)]
+
+
+register_onnx_variant(
+    "onnx-int8-token",
+    "int8-token",
+    "onnxruntime, int8 with per-token activation scales, one pass per text",
+    lambda onnx_file, folder, info: TokenInt8Embedder(onnx_file, folder, info, default_workers()),
+)

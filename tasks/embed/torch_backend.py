@@ -1,12 +1,22 @@
-"""A sentence-transformers model run by torch on the CPU, normalised output."""
+"""A sentence-transformers model run by torch on the CPU, normalised output.
+
+Its specs are "torch:<model>", or the model alone where it is the bundled model's name
+("all-MiniLM-L6-v2", the default before the ONNX backends, so older datasets record it) or a
+sentence-transformers folder on disk (offline: nothing is fetched from a hub).
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
-from tasks.embed.base import ModelInfo, encode_in_groups
+from tasks.embed.base import Embedder, ModelInfo, encode_in_groups, tokenizer_file_counter
+from tasks.embed.registry import BUNDLED_MODEL, BUNDLED_MODEL_ID, Backend, register, resolve_model
+
+# Modules of a sentence-transformers folder whose output size is the transformer's hidden size.
+_PLAIN_MODULES = {"Transformer", "Pooling", "Normalize"}
 
 
 class SentenceTransformerEmbedder:
@@ -39,3 +49,69 @@ class SentenceTransformerEmbedder:
             texts, add_special_tokens=True, truncation=False, verbose=False
         )
         return [len(ids) for ids in encoded["input_ids"]]
+
+
+def _folder_info(path: Path | str, model_id: str) -> ModelInfo | None:
+    """ModelInfo from a sentence-transformers folder's configuration; None where it does not
+    say (no such folder, or modules that change the output size)."""
+    folder = Path(path)
+    try:
+        modules = json.loads((folder / "modules.json").read_text())
+        config = json.loads((folder / "sentence_bert_config.json").read_text())
+        hidden = json.loads((folder / "config.json").read_text())["hidden_size"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if any(module["type"].rsplit(".", 1)[-1] not in _PLAIN_MODULES for module in modules):
+        return None
+    return ModelInfo(model_id, int(hidden), int(config["max_seq_length"]))
+
+
+def _load(model: str) -> Embedder:
+    return SentenceTransformerEmbedder(*resolve_model(model))
+
+
+def _info(model: str) -> ModelInfo:
+    return _folder_info(*resolve_model(model)) or _load_once(model).info
+
+
+def _load_once(model: str) -> Embedder:
+    from tasks.embed.registry import get_embedder  # the process-wide cache of loaded models
+
+    return get_embedder(TORCH.spec(model))
+
+
+def _model_of(model_id: str) -> str | None:
+    """The bundled model's id, or an id without another backend's marks (a name or path)."""
+    if model_id == BUNDLED_MODEL_ID:
+        return BUNDLED_MODEL
+    return None if "+" in model_id or ":" in model_id else model_id
+
+
+def _questions(model: str) -> Embedder:
+    """The bundled model's questions go to its fp32 ONNX export where it is prepared: no torch
+    import, cosine >= 0.9999 to torch (tests/test_embed.py); else to torch itself."""
+    from tasks.embed.registry import get_embedder
+
+    onnx = f"onnx:{model}"
+    if model == BUNDLED_MODEL and Path(resolve_model(model)[0]).is_dir():
+        from tasks.embed.registry import parse_spec
+
+        backend, onnx_model = parse_spec(onnx)
+        if backend.is_prepared(onnx_model):
+            return get_embedder(onnx)
+    return _load_once(model)
+
+
+TORCH = register(
+    Backend(
+        name="torch",
+        summary="sentence-transformers on torch, fp32; MODEL = all-MiniLM-L6-v2 or a folder",
+        default_model=None,
+        info=_info,
+        load=_load,
+        model_of=_model_of,
+        token_counter=lambda model: tokenizer_file_counter(resolve_model(model)[0]),
+        questions=_questions,
+        bare_models=True,
+    )
+)

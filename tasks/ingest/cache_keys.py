@@ -24,6 +24,7 @@ from prefect.cache_policies import CachePolicy
 from pydantic import BaseModel
 
 from tasks.core.records import Chunk, Document, SourceFile, sha256_hex
+from tasks.embed.models import EMBEDDING_CODE
 
 
 def content_token(value: Any) -> Any:
@@ -82,4 +83,4 @@ LOAD_CACHE = ContentKey(
     ),
 )
 SPLIT_CACHE = ContentKey(step="split", modules=("tasks.text.split", "tasks.text.semantic_split"))
-EMBED_CACHE = ContentKey(step="embed", modules=("tasks.embed.base", "tasks.embed.models"))
+EMBED_CACHE = ContentKey(step="embed", modules=EMBEDDING_CODE)

@@ -15,7 +15,7 @@ from pydantic import field_validator, model_validator
 from tasks.core.options import option, positional
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DEFAULT_INDEX_URI, DatasetOption
-from tasks.embed.models import BUNDLED_MODEL, DEFAULT_MODEL, model_spec_for
+from tasks.embed.models import DEFAULT_MODEL, known_specs, model_spec_for, parse_spec
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.load import LoadSettings
 from tasks.ingest.pipeline import BatchSettings
@@ -31,8 +31,7 @@ class RunSettings(DatasetOption):
     model: str = option(
         AUTO_MODEL,
         f"embedding model: auto (the model the dataset was built with; {DEFAULT_MODEL} for a "
-        f"new one), {DEFAULT_MODEL}, {BUNDLED_MODEL} (torch), onnx:{BUNDLED_MODEL}, "
-        f"onnx-int8:{BUNDLED_MODEL}, a sentence-transformers model on disk, or hash (tests)",
+        f"new one) or BACKEND:MODEL, where the backends are: {known_specs()}",
     )
     rebuild: bool = option(False, "drop the dataset's tables and index everything again")
     lock_timeout: float = option(
@@ -48,6 +47,12 @@ class RunSettings(DatasetOption):
             return values
         built = Dataset(str(values.get("index_uri", DEFAULT_INDEX_URI))).built_with()
         return {**values, "model": model_spec_for(built) if built else DEFAULT_MODEL}
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        parse_spec(value)  # an unknown spec: a ValueError that lists the known ones
+        return value
 
     @field_validator("source_dir")
     @classmethod

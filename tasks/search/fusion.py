@@ -4,10 +4,19 @@ Hybrid mode standardises each list's scores (cosine similarity, BM25) into z-sco
 candidates that list returned, and ranks chunks by the weighted sum α·z(vector) +
 (1 − α)·z(full text); a chunk missing from a list counts that list's lowest z-score. Scores
 on a common scale let a clearly better match in one list win, where reciprocal-rank fusion
-only sees ranks. α depends on the question's script: the bundled embedding model is
-English-only, so for a question in Chinese, Japanese or Korean script its vectors carry
-little and the full-text list leads. The weights and the candidate depth were tuned on the
-dev sets only (`python -m benchmarks.quality --tune`; README.md, "Search quality").
+only sees ranks. α depends on the question's script and on the dataset's model:
+
+- an English-only model (ENGLISH_FUSION, datasets built before the multilingual default):
+  for a question in Chinese, Japanese or Korean script its vectors carry little, so the
+  full-text list leads (α 0.2, else 0.5);
+- a multilingual model (MULTILINGUAL_FUSION, the default's): its vectors carry meaning in
+  every script (α 0.5 for CJK questions, 0.6 for others), and a weak full-text list does
+  not drown them: where the full-text list's best hits hold less than half of the
+  question's terms (a Chinese question over English documents matching only a stray
+  "Rust"), its weight shrinks in proportion (`coverage`; an empty list weighs nothing).
+
+The weights, the coverage gate and the candidate depth were tuned on the dev sets only
+(`python -m benchmarks.quality --tune`; README.md, "Search quality").
 """
 
 from __future__ import annotations
@@ -26,16 +35,32 @@ class Fusion:
     vector_weight: float = 0.5  # α for questions in other scripts
     cjk_vector_weight: float = 0.2  # α for questions mostly in Han, kana or Hangul
     depth: int = 50  # candidates taken from each list
+    # The share of the question's terms the full-text list's best hits must hold for its
+    # full weight (1 − α); below it the weight shrinks in proportion. None: always full.
+    full_coverage: float | None = None
 
     def weight_for(self, question: str) -> float:
         return self.cjk_vector_weight if mostly_cjk(question) else self.vector_weight
 
+    def text_weight(self, question: str, coverage: float) -> float:
+        """The full-text list's weight, given the share of the question's terms its best
+        hits hold (see `term_coverage`)."""
+        full = 1 - self.weight_for(question)
+        if self.full_coverage is None:
+            return full
+        return full * min(1.0, coverage / self.full_coverage)
+
     def fuse(
-        self, question: str, by_vector: list[Hit], by_text: list[Hit], limit: int
+        self,
+        question: str,
+        by_vector: list[Hit],
+        by_text: list[Hit],
+        limit: int,
+        coverage: float = 1.0,
     ) -> list[Hit]:
         """The `limit` best chunks of both lists by their weighted z-scores, each marked with
-        the list(s) that found it (`found_by`)."""
-        alpha = self.weight_for(question)
+        the list(s) that found it (`found_by`); `coverage` as for `text_weight`."""
+        alpha, beta = self.weight_for(question), self.text_weight(question, coverage)
         vector, text = standardised(by_vector), standardised(by_text)
         vector_floor, text_floor = (
             min(vector.values(), default=0.0),
@@ -44,7 +69,7 @@ class Fusion:
         hits = {hit.chunk_id: hit for hit in [*by_text, *by_vector]}
         fused = {
             chunk_id: alpha * vector.get(chunk_id, vector_floor)
-            + (1 - alpha) * text.get(chunk_id, text_floor)
+            + beta * text.get(chunk_id, text_floor)
             for chunk_id in hits
         }
         order = sorted(fused, key=lambda chunk_id: -fused[chunk_id])[:limit]
@@ -57,7 +82,26 @@ class Fusion:
         ]
 
 
-HYBRID = Fusion()
+ENGLISH_FUSION = Fusion()
+MULTILINGUAL_FUSION = Fusion(vector_weight=0.6, cjk_vector_weight=0.5, full_coverage=0.5)
+COVERAGE_HITS = 10  # the full-text hits whose terms `term_coverage` reads
+
+
+def fusion_for(multilingual: bool) -> Fusion:
+    """How hybrid mode weighs its lists for a dataset whose model is (or is not) multilingual."""
+    return MULTILINGUAL_FUSION if multilingual else ENGLISH_FUSION
+
+
+def term_coverage(question_terms: list[str], hit_terms: list[str]) -> float:
+    """The share of the question's analysed terms that occur in the best full-text hits'
+    analysed text (`search_text` of the first COVERAGE_HITS); 0 for no terms or no hits."""
+    wanted = set(question_terms)
+    if not wanted:
+        return 0.0
+    found = set().union(
+        *(wanted.intersection(terms.split()) for terms in hit_terms[:COVERAGE_HITS])
+    )
+    return len(found) / len(wanted)
 
 
 def standardised(hits: list[Hit]) -> dict[str, float]:

@@ -11,9 +11,9 @@ from typing import Any
 import pyarrow.compute as pc
 from lancedb.table import Table
 
+from tasks.core.scripts import language_group
 from tasks.dataset.location import local_path
 from tasks.search.searcher import Searcher
-from tasks.text.scripts import language_group
 
 LANGUAGE_SAMPLE = 20_000  # most chunks whose text `languages` reads
 
@@ -57,7 +57,7 @@ def language_shares(
     chunks: Table, n_chunks: int, sample: int = LANGUAGE_SAMPLE
 ) -> tuple[dict[str, float], int]:
     """({language group: its share of the chunks read, rounded to 3 places}, chunks read),
-    the most common group first (the groups: tasks/text/scripts.py). The text column is
+    the most common group first (the groups: tasks/core/scripts.py). The text column is
     scanned in batches; of more than `sample` chunks every k-th is read, k = ceil(n_chunks /
     sample): the same ones each time for a given table version."""
     step = -(-n_chunks // sample) or 1

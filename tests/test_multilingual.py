@@ -1,0 +1,103 @@
+"""Questions across languages through the real flow: the default (dual) model finds an English
+paragraph for a Chinese question and a Chinese paragraph for an English one, in vector mode
+and in the default (hybrid) mode; a dataset of the previous default still answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks.dataset.dataset import Dataset
+from tasks.embed.models import DEFAULT_MODEL, ENGLISH_MODEL, model_info
+from tasks.search.fusion import ENGLISH_FUSION, MULTILINGUAL_FUSION
+from tasks.search.info import index_stats
+from tasks.search.params import SearchParams
+from tasks.search.searcher import Searcher
+
+pytestmark = pytest.mark.integration
+
+PARAGRAPHS = {
+    "en/lighthouse.md": "Lighthouse keepers trimmed the lamp wicks every evening and polished "
+    "the lens so that ships could see the light from far out at sea.",
+    "en/bread.md": "To bake sourdough bread you need a starter of flour and water that "
+    "ferments for several days before you mix the dough.",
+    "en/bees.md": "Honey bees tell other workers the direction and distance of flowers by "
+    "performing a waggle dance inside the hive.",
+    "en/volcano.md": "A volcano erupts when pressure from molten rock and gases beneath the "
+    "surface forces magma up through the crust.",
+    "zh/taichi.md": "太极拳是一种缓慢而柔和的中国传统武术，"
+    "练习者通过呼吸和动作的配合来锻炼身体、放松心情。",
+    "zh/tea.md": "绿茶的冲泡水温不宜过高，一般用八十度左右的水，"
+    "浸泡两三分钟，茶叶的香气就会释放出来。",
+    "zh/panda.md": "大熊猫主要生活在中国四川的山林中，它们几乎只吃竹子，每天要花十几个小时进食。",
+    "zh/train.md": "高速铁路列车的运行速度可以超过每小时三百公里，大大缩短了城市之间的旅行时间。",
+}
+TITLES = {
+    "zh/taichi.md": "太极拳",
+    "zh/tea.md": "绿茶",
+    "zh/panda.md": "熊猫",
+    "zh/train.md": "高铁",
+}
+# Question → the file that answers it, always in the other language.
+ACROSS = {
+    "蜜蜂是如何告诉同伴花在哪里的？": "en/bees.md",
+    "火山为什么会喷发？": "en/volcano.md",
+    "灯塔看守人每天晚上做什么？": "en/lighthouse.md",
+    "What do giant pandas eat?": "zh/panda.md",
+    "What water temperature should I use to brew green tea?": "zh/tea.md",
+    "How fast do high-speed trains run?": "zh/train.md",
+}
+
+
+def _corpus(folder: Path) -> Path:
+    for relative, text in PARAGRAPHS.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# {TITLES.get(relative, path.stem)}\n\n{text}\n", "utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def multilingual_index(prefect_backend, tmp_path_factory) -> str:
+    from flows.ingest import ingest
+
+    folder = tmp_path_factory.mktemp("multilingual")
+    uri = str(folder / "index")
+    summary = ingest(source_dir=str(_corpus(folder / "docs")), index_uri=uri)  # --model auto
+    assert summary.indexed == len(PARAGRAPHS)
+    return uri
+
+
+@pytest.mark.parametrize("mode", ["vector", None])
+def test_a_question_finds_its_paragraph_in_the_other_language(multilingual_index, mode):
+    searcher = Searcher(Dataset(multilingual_index))
+    assert searcher.dataset.fingerprint.model == model_info(DEFAULT_MODEL).model_id
+    assert searcher.resolve_mode(mode) == (mode or "hybrid")
+    questions = list(ACROSS)
+    found = searcher.search_many(questions, SearchParams(k=3, mode=mode, per_doc=True))
+    for question, hits in zip(questions, found, strict=True):
+        assert hits and hits[0].doc_id == ACROSS[question], (question, [h.doc_id for h in hits])
+
+
+def test_stats_and_fusion_of_a_multilingual_dataset(multilingual_index):
+    searcher = Searcher(Dataset(multilingual_index))
+    assert searcher.fusion() is MULTILINGUAL_FUSION
+    assert index_stats(searcher)["languages"] == {"latin": 0.5, "chinese": 0.5}
+
+
+def test_a_dataset_of_the_previous_default_still_answers(prefect_backend, tmp_path):
+    """Built with the English-only default before this one: searched with its own model and
+    the fusion it was tuned with; `--model auto` keeps updating it with that model."""
+    from flows.ingest import ingest
+
+    corpus, uri = _corpus(tmp_path / "docs"), str(tmp_path / "index")
+    ingest(source_dir=str(corpus), index_uri=uri, model=ENGLISH_MODEL)
+    (corpus / "en" / "bees.md").write_text("# bees\n\nBees make honey from nectar.\n", "utf-8")
+    again = ingest(source_dir=str(corpus), index_uri=uri)  # --model auto keeps it
+    assert (again.indexed, again.unchanged) == (1, len(PARAGRAPHS) - 1)
+    searcher = Searcher(Dataset(uri))
+    assert searcher.dataset.fingerprint.model == model_info(ENGLISH_MODEL).model_id
+    assert searcher.fusion() is ENGLISH_FUSION
+    hits = searcher.search("What causes a volcano to erupt?", SearchParams(k=1))
+    assert hits[0].doc_id == "en/volcano.md"
