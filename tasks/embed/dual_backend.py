@@ -29,13 +29,22 @@ English model's, so chunks are exactly those of the English model alone.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from tasks.core.scripts import language_group
 from tasks.embed.base import Embedder, ModelInfo, TokenCounter
-from tasks.embed.registry import Backend, parse_spec, register, spec_of_model_id
+from tasks.embed.registry import (
+    Backend,
+    get_embedder,
+    model_info,
+    parse_spec,
+    register,
+    spec_of_model_id,
+    token_counter,
+)
 
 # w: the English part's share of a Latin question's weight, tuned on the dev sets (xquad-en,
 # scifact-train, rust-book questions; 0.9 kept scifact-train at the English model's 0.729).
@@ -115,8 +124,6 @@ class DualQuestions:
 
 
 def _info(model: str) -> ModelInfo:
-    from tasks.embed.registry import model_info
-
     english, multilingual = (model_info(spec) for spec in _parts(model))
     return ModelInfo(
         _model_id(english, multilingual),
@@ -127,15 +134,14 @@ def _info(model: str) -> ModelInfo:
 
 
 def _load(model: str) -> DualEmbedder:
-    from tasks.embed.registry import get_embedder
-
+    """Both parts, loaded side by side (much of each load runs without the GIL)."""
     english, multilingual = _parts(model)
-    return DualEmbedder(get_embedder(english), get_embedder(multilingual))
+    with ThreadPoolExecutor(1, thread_name_prefix="load-multilingual") as pool:
+        second = pool.submit(get_embedder, multilingual)
+        return DualEmbedder(get_embedder(english), second.result())
 
 
 def _questions(model: str) -> DualQuestions:
-    from tasks.embed.registry import get_embedder
-
     documents = get_embedder(f"dual:{model}")
     assert isinstance(documents, DualEmbedder)
     return DualQuestions(documents)
@@ -150,7 +156,6 @@ def _model_of(model_id: str) -> str | None:
 
 
 def _token_counter(model: str) -> TokenCounter | None:
-    from tasks.embed.registry import token_counter
 
     return token_counter(_parts(model)[0])
 

@@ -135,13 +135,17 @@ def token_counter(spec: str) -> TokenCounter:
     return backend.token_counter(model) or get_embedder(spec).count_tokens
 
 
-_LOADING = threading.RLock()
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
 
 
 def get_embedder(spec: str) -> Embedder:
     """The embedder for `spec`, loaded once per process, also when several threads ask at
-    once (a warm-up thread and the flow's embed task): the first loads, the others wait."""
-    with _LOADING:
+    once (a warm-up thread and the flow's embed task): the first loads, the others wait.
+    Different specs load in parallel (the dual model loads its two parts side by side)."""
+    with _LOCKS_LOCK:
+        lock = _LOCKS.setdefault(spec, threading.Lock())
+    with lock:
         return _load(spec)
 
 
