@@ -41,8 +41,12 @@ def test_the_most_letters_decide_and_any_kana_makes_han_japanese():
     assert script_counts("日本語の文章") == {"han": 5, "kana": 1}
     assert language_group("日本語の文章") == "japanese"
     assert language_group("한국어 漢字") == "korean"
-    assert dominant_script("ab 中文") == "han"  # a tie goes to the first of SCRIPTS
-    assert dominant_script("abc 中文") == "latin"
+    assert dominant_script("abcdef 中文") == "han"  # a tie goes to the first of SCRIPTS
+    assert dominant_script("abcdefg 中文") == "latin"
+    # A CJK character weighs three letters: a Chinese sentence with English names is Chinese.
+    mixed = "Internet2是由研究和教育界成员领导的美国计算机网络联盟，与 Qwest 建立了 Abilene 网络。"
+    assert script_counts(mixed)["latin"] > script_counts(mixed)["han"] / 2
+    assert language_group(mixed) == "chinese"
 
 
 def test_every_script_has_a_group():

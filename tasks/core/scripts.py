@@ -10,8 +10,11 @@ do not count):
 - `latin`, `cyrillic`: those alphabets;
 - `other`: any other letter (Greek, Arabic, Hebrew, Devanagari, Thai, …).
 
-A text's dominant script is the one with the most letters (a tie goes to the first in the
-list above). Its language group, what `python -m flows.query --stats` reports, follows:
+A text's dominant script is the one with the most weight, a Han, kana or Hangul character
+weighing WIDE_WEIGHT letters of the other scripts (one carries about what a short word of
+several letters does: "Internet2是一个…" with 117 Latin letters beside 106 Han characters is
+Chinese text); a tie goes to the first in the list above. Its language group, what
+`python -m flows.query --stats` reports, follows:
 
 - `chinese`: Han dominates and there is no kana;
 - `japanese`: Han dominates and there is some kana (Japanese mixes kanji and kana; Chinese
@@ -98,7 +101,15 @@ def language_group(text: str) -> Group:
     return _GROUP_OF_SCRIPT[dominant]
 
 
+WIDE_WEIGHT = 3  # letters of an alphabet that one Han, kana or Hangul character weighs
+_WIDE: frozenset[Script] = frozenset({"han", "kana", "hangul"})
+
+
 def _dominant(counts: dict[Script, int]) -> Script | None:
     if not counts:
         return None
-    return max(SCRIPTS, key=lambda script: counts.get(script, 0))  # the first of a tie
+
+    def weight(script: Script) -> int:
+        return counts.get(script, 0) * (WIDE_WEIGHT if script in _WIDE else 1)
+
+    return max(SCRIPTS, key=weight)  # the first of a tie
