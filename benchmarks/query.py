@@ -40,7 +40,7 @@ from tasks.dataset.ann import ANN_MIN_ROWS, NPROBES, REFINE_FACTOR, refresh_vect
 from tasks.dataset.dataset import Dataset  # noqa: E402
 from tasks.dataset.schema import CHUNKS_TABLE, Fingerprint, chunks_schema  # noqa: E402
 from tasks.embed.base import ModelInfo  # noqa: E402
-from tasks.embed.models import get_embedder, prefer_latency  # noqa: E402
+from tasks.embed.models import DEFAULT_MODEL, get_embedder, prefer_latency  # noqa: E402
 from tasks.search.params import MODES, SearchParams  # noqa: E402
 from tasks.search.queries import read_queries  # noqa: E402
 from tasks.search.searcher import Searcher  # noqa: E402
@@ -190,7 +190,7 @@ def main() -> int:
         print(f"skipped: {XQUAD} not found (../shared is not present)")
         return 0
     rng = np.random.default_rng(0)
-    embedder = get_embedder()
+    embedder = get_embedder(DEFAULT_MODEL)
     texts = [path.read_text("utf-8") for path in sorted((XQUAD / "docs").glob("*.md"))]
     questions = [q.query for q in read_queries(XQUAD / "queries.jsonl")[::7][: args.queries]]
     start = time.perf_counter()

@@ -15,7 +15,7 @@ from flows.ingest import ingest
 from flows.query_flow import query
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
-from tasks.embed.models import get_embedder
+from tasks.embed.models import DEFAULT_MODEL, get_embedder, model_info
 from tasks.ingest.discover import discover
 from tasks.ingest.load import LoadSettings, load_batch
 from tasks.ingest.steps import split_batch
@@ -70,7 +70,7 @@ def test_first_ingest_indexes_every_file_consistently(indexed):
         assert entry["status"] == "indexed"
         assert entry["n_chunks"] == len(doc_rows) == doc_rows[0]["chunk_count"]
         assert sorted(row["chunk_index"] for row in doc_rows) == list(range(len(doc_rows)))
-    assert all(len(row["vector"]) == 384 for row in rows)
+    assert all(len(row["vector"]) == model_info(DEFAULT_MODEL).dimension for row in rows)
     pdf_pages = {row["page_number"] for row in rows if row["doc_id"].endswith(".pdf")}
     assert pdf_pages == {1, 2, 3, 4, 5}
 
@@ -190,7 +190,7 @@ def test_no_sample_chunk_exceeds_the_model_token_window():
     ]
     results = split_batch(documents, SplitSettings(), "all-MiniLM-L6-v2")
     assert sum(result.over_window for result in results) == 0
-    embedder = get_embedder()
+    embedder = get_embedder(DEFAULT_MODEL)
     counts = embedder.count_tokens([c.text for r in results for c in r.chunks])
     assert max(counts) <= embedder.info.max_tokens
 

@@ -131,7 +131,7 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
 
-        from tasks.embed.models import get_embedder
+        from tasks.embed.models import DEFAULT_MODEL, get_embedder
         from tasks.ingest.discover import discover
         from tasks.ingest.parse import load_document
 
@@ -144,8 +144,9 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
         print(sorted(by_type.items()))
         assert set(by_type) == set({sorted(TYPES.values())!r})
         assert all(chars > 0 for chars in by_type.values())
-        vector = get_embedder().encode(["offline embedding"])
-        assert vector.shape == (1, 384)
+        embedder = get_embedder(DEFAULT_MODEL)
+        vector = embedder.encode(["offline embedding", "离线嵌入"])
+        assert vector.shape == (2, embedder.info.dimension) == (2, 384 + 512 + 1)
         print("OFFLINE-OK")
         """
     )

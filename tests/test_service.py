@@ -15,7 +15,7 @@ from flows.service import ServiceSettings
 from tasks.core.records import Block, Document, SourceFile
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import Fingerprint
-from tasks.embed.models import get_embedder
+from tasks.embed.models import DEFAULT_MODEL, get_embedder
 from tasks.text.split import SplitSettings, split_document
 
 from .conftest import ROOT
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 def write(uri: str, *documents: tuple[str, str, str]) -> None:
     """Index (doc_id, section, text) documents with the real model, as ingest would."""
-    embedder = get_embedder()
+    embedder = get_embedder(DEFAULT_MODEL)
     settings = SplitSettings()
     dataset = Dataset(uri)
     dataset.prepare(Fingerprint.of(embedder.info, settings))
