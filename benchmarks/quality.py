@@ -6,9 +6,11 @@
                                             [--breakpoint-percentile P]] [--tune]
 
 The sets: xquad-en, xquad-zh, xquad-en2zh and xquad-zh2en (English and Chinese questions
-over English and Chinese paragraphs, the last two across languages), scifact-train. Each dev
-set under ../shared/eval (docs/, queries.jsonl, qrels.tsv) is ingested once into
-.cache/bench/quality/<set>-<model> (reused while the dataset's fingerprint still fits) and
+over English and Chinese paragraphs, the last two across languages), scifact-train, and the
+page-finding sets of docs-questions/ over the shared documentation folders (rust-book-en,
+rust-book-zh2en, debian-handbook-zh; the share whose page is among the first 3 beside the
+other figures). Each set's documents are ingested once into
+.cache/bench/quality/<set or folder>-<model> (reused while the dataset's fingerprint fits) and
 searched in batch in each mode (or the `--modes` given), documents ranked by their best
 chunk, as `flows.evaluate` does. Prints nDCG@10 per set and mode, recall@10 and MRR@10
 beside it, and one JSON line.
@@ -35,6 +37,7 @@ import json
 import pickle
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from flows.ingest import ingest
@@ -53,6 +56,31 @@ from tasks.text.split import SplitSettings
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT.parent / "shared" / "eval"
 SETS = ("xquad-en", "xquad-zh", "xquad-en2zh", "xquad-zh2en", "scifact-train")
+# Page finding: natural questions over the shared documentation folders (docs-questions/).
+DOCS_QUESTIONS = {
+    "rust-book-en": "md/rust-book",
+    "rust-book-zh2en": "md/rust-book",
+    "debian-handbook-zh": "html/debian-handbook-zh-cn",
+}
+
+
+@dataclass(frozen=True)
+class DevSet:
+    """Where a dev set's documents, questions and judgements are."""
+
+    docs: Path
+    queries: Path
+    qrels: Path
+
+    @classmethod
+    def named(cls, name: str) -> DevSet:
+        if name in DOCS_QUESTIONS:
+            questions = EVAL / "docs-questions"
+            corpus = ROOT.parent / "shared" / "corpus" / DOCS_QUESTIONS[name]
+            return cls(corpus, questions / f"{name}.jsonl", questions / f"{name}.qrels.tsv")
+        return cls(EVAL / name / "docs", EVAL / name / "queries.jsonl", EVAL / name / "qrels.tsv")
+
+
 K = 10
 DEPTH = 100  # candidates per list kept for tuning
 
@@ -61,12 +89,13 @@ def dataset_for(name: str, model: str, split: SplitSettings | None = None) -> st
     """The dev set's dataset, ingested now unless an earlier run's still fits; with the
     semantic splitter in a folder named after it and its percentile."""
     split = split or SplitSettings()
-    folder = f"{name}-{model.replace(':', '-')}"
+    docs = DevSet.named(name).docs
+    folder = f"{name if docs.name == 'docs' else docs.name}-{model.replace(':', '-')}"
     if split.splitter != "recursive":
         folder += f"-{split.splitter}-p{split.breakpoint_percentile:g}"
     uri = ROOT / ".cache" / "bench" / "quality" / folder
     options = {"splitter": split.splitter, "breakpoint_percentile": split.breakpoint_percentile}
-    source = str(EVAL / name / "docs")
+    source = str(docs)
     try:
         ingest(source_dir=source, index_uri=str(uri), model=model, **options)
     except DatasetError:  # built by other code or settings: build it again
@@ -78,16 +107,14 @@ def dataset_for(name: str, model: str, split: SplitSettings | None = None) -> st
 def scores(
     searcher: Searcher, name: str, modes: tuple[Mode, ...] = MODES
 ) -> dict[str, dict[str, float]]:
-    queries, qrels = (
-        read_queries(EVAL / name / "queries.jsonl"),
-        read_qrels(EVAL / name / "qrels.tsv"),
-    )
+    dev = DevSet.named(name)
+    queries, qrels = read_queries(dev.queries), read_qrels(dev.qrels)
     texts = [q.query for q in queries]
     results = {}
     for mode in modes:
         hits = searcher.search_many(texts, SearchParams(k=K, mode=mode, per_doc=True))
         run = {q.qid: [h.doc_id for h in found] for q, found in zip(queries, hits, strict=True)}
-        results[mode] = score_run(run, qrels, K)
+        results[mode] = {**score_run(run, qrels, K), "top3": score_run(run, qrels, 3)["recall@3"]}
     return results
 
 
@@ -98,7 +125,7 @@ def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit],
     cache = Path(searcher.dataset.uri) / f"candidates-v3-{searcher.dataset.chunks.version}.pkl"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
-    queries = read_queries(EVAL / name / "queries.jsonl")
+    queries = read_queries(DevSet.named(name).queries)
     vectors = searcher.embedder().encode([q.query for q in queries])
     found = []
     for q, vector in zip(queries, vectors, strict=True):
@@ -173,7 +200,7 @@ def headings_experiment(uri: str, name: str, model: str) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
-    parser.add_argument("--sets", nargs="+", default=list(SETS))
+    parser.add_argument("--sets", nargs="+", default=[*SETS, *DOCS_QUESTIONS])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument(
@@ -194,7 +221,7 @@ def main() -> int:
         "--headings", action="store_true", help="also embed with the heading path in front"
     )
     args = parser.parse_args()
-    missing = [name for name in args.sets if not (EVAL / name).is_dir()]
+    missing = [name for name in args.sets if not DevSet.named(name).queries.is_file()]
     if missing:
         print(f"skipped: {', '.join(missing)} not found under {EVAL} (../shared is not present)")
         return 0
@@ -211,23 +238,23 @@ def main() -> int:
             headings[name] = headings_experiment(uri, name, args.model)
         if args.tune:
             lists[name] = candidates(searcher, name)
-            qrels[name] = read_qrels(EVAL / name / "qrels.tsv")
+            qrels[name] = read_qrels(DevSet.named(name).qrels)
     splitter = args.splitter + (
         f" (breakpoint percentile {args.breakpoint_percentile:g})"
         if args.splitter == "semantic"
         else ""
     )
     print(
-        f"nDCG@10 (recall@10, MRR@10), model {args.model}, splitter {splitter}, "
-        "documents ranked by their best chunk"
+        f"nDCG@10 (recall@10, MRR@10; the share of questions whose document is in the first 3), "
+        f"model {args.model}, splitter {splitter}, documents ranked by their best chunk"
     )
-    print(f"{'set':<16}" + "".join(f"{mode:>26}" for mode in modes))
+    print(f"{'set':<20}" + "".join(f"{mode:>33}" for mode in modes))
     for name, modes in report.items():
         cells = "".join(
-            f"{m['ndcg@10']:>9.3f} ({m['recall@10']:.3f}, {m['mrr@10']:.3f})"
+            f"{m['ndcg@10']:>9.3f} ({m['recall@10']:.3f}, {m['mrr@10']:.3f}; {m['top3']:.2f})"
             for m in modes.values()
         )
-        print(f"{name:<16}{cells}")
+        print(f"{name:<20}{cells}")
     print(json.dumps(report))
     for name, figures in headings.items():
         print(f"{name}: vector nDCG@10 by what is embedded: {figures}")
