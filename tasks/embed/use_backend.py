@@ -57,15 +57,11 @@ def _pieces(tokenizer: Any, texts: list[str]) -> list[int]:
     return [len(tokenizer.encode(t, out_type=int, add_bos=True, add_eos=True)) for t in texts]
 
 
-_BLAS_ONE_THREAD = threading.Lock()
-
-
 def _hold_blas_to_one_thread() -> None:
     """numpy's BLAS on one thread for the rest of the process (see the module doc)."""
-    with _BLAS_ONE_THREAD:
-        from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits
 
-        threadpool_limits(1, user_api="blas")
+    threadpool_limits(1, user_api="blas")
 
 
 class UseEmbedder:
