@@ -1,21 +1,45 @@
-"""The document formats doc-indexer reads: file suffix → MIME type, and the `--type` names."""
+"""The document formats doc-indexer reads: the plain facts, one line per format.
+
+A format's name, MIME type and file suffixes are declared here once, because code of every
+layer needs them: discovery (suffix → MIME type), the ledger and the chunk rows (MIME type),
+and search's `--type` filter (type name → MIME type), which may not import tasks.ingest. How a
+format is read (its reader, the reasons it can fail with, its warm-up, the code that decides
+its output) is registered by a module of tasks/ingest/formats/ under the same name; the
+registry (tasks/ingest/registry.py) checks that every format here has exactly one reader.
+Adding a format: one line below and one reader module.
+"""
 
 from __future__ import annotations
 
-MIME_TYPES = {
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".pdf": "application/pdf",
-    ".txt": "text/plain",
-    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-}
+from dataclasses import dataclass
 
-# `--type` values: the suffixes without their dot (md → text/markdown).
+
+@dataclass(frozen=True)
+class Format:
+    """A document format: its `--type` name, MIME type and file suffixes (lower case, dot)."""
+
+    name: str
+    mime: str
+    suffixes: tuple[str, ...]
+
+
+_OOXML = "application/vnd.openxmlformats-officedocument."
+
+FORMATS = (
+    Format("md", "text/markdown", (".md", ".markdown")),
+    Format("html", "text/html", (".html", ".htm")),
+    Format("pdf", "application/pdf", (".pdf",)),
+    Format("txt", "text/plain", (".txt",)),
+    Format("docx", _OOXML + "wordprocessingml.document", (".docx",)),
+    Format("pptx", _OOXML + "presentationml.presentation", (".pptx",)),
+    Format("xlsx", _OOXML + "spreadsheetml.sheet", (".xlsx",)),
+)
+
+# Suffix → MIME type: what discovery picks up.
+MIME_TYPES = {suffix: f.mime for f in FORMATS for suffix in f.suffixes}
+
+# `--type` values: the suffixes without their dot (md and markdown → text/markdown).
 TYPES = {suffix.lstrip("."): mime for suffix, mime in MIME_TYPES.items()}
 
-# Office Open XML files, read by tasks/ingest/office.py: MIME type → the `--type` name.
-OFFICE_KINDS = {mime: name for name, mime in TYPES.items() if name in ("docx", "pptx", "xlsx")}
+# MIME type → the format.
+BY_MIME = {f.mime: f for f in FORMATS}

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from tasks.core.records import Chunk, Document, SourceFile, sha256_hex
 from tasks.embed.models import EMBEDDING_CODE
+from tasks.ingest.registry import reader_code
 
 
 def content_token(value: Any) -> Any:
@@ -69,18 +70,15 @@ class ContentKey(CachePolicy):
         return f"{self.step}-{sha256_hex(json.dumps(payload))}"
 
 
-LOAD_CACHE = ContentKey(
-    step="load",
-    modules=(
-        "tasks.ingest.load",
-        "tasks.ingest.parse",
-        "tasks.ingest.decode",
-        "tasks.ingest.iconv_codec",
-        "tasks.ingest.ocr",
-        "tasks.ingest.office",
-        "tasks.ingest.unstructured_offline",
-        "tasks.ingest.parse_worker",
-    ),
+# The load step: the code around the readers, and every registered reader's (whose list the
+# registry keeps: tasks/ingest/registry.py).
+LOAD_CODE = (
+    "tasks.ingest.load",
+    "tasks.ingest.parse",
+    "tasks.ingest.registry",
+    "tasks.ingest.unstructured_offline",
+    "tasks.ingest.parse_worker",
 )
+LOAD_CACHE = ContentKey(step="load", modules=tuple(dict.fromkeys(LOAD_CODE + reader_code())))
 SPLIT_CACHE = ContentKey(step="split", modules=("tasks.text.split", "tasks.text.semantic_split"))
 EMBED_CACHE = ContentKey(step="embed", modules=EMBEDDING_CODE)

@@ -31,18 +31,18 @@ import zlib
 from typing import Any
 
 from tasks.core.reasons import Reason
-from tasks.core.records import Block
+from tasks.core.records import Block, SourceFile
+from tasks.ingest.archives import check_zip
 from tasks.ingest.errors import LoadError
+from tasks.ingest.registry import ReadFunction, Reading, ReadOptions, register
 
 OLE_MAGIC = bytes.fromhex("D0CF11E0A1B11AE1")
-ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 # The part each format cannot do without.
 MAIN_PART = {
     "docx": "word/document.xml",
     "pptx": "ppt/presentation.xml",
     "xlsx": "xl/workbook.xml",
 }
-MAX_UNPACKED = 1 << 30  # an archive that unpacks to more is refused as too_large
 
 # Element categories that are not document text.
 _SKIPPED_CATEGORIES = {"Image", "PageBreak", "Header", "Footer", "PageNumber"}
@@ -67,24 +67,8 @@ def check_office_bytes(data: bytes, kind: str) -> None:
             Reason.LEGACY_OFFICE_FORMAT,
             f"an OLE compound file (a legacy .doc, .ppt or .xls?), not a .{kind}",
         )
-    if not data.startswith(ZIP_MAGICS):
-        raise LoadError(Reason.DAMAGED_OFFICE_FILE, f"not a ZIP archive, so not a .{kind}")
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            names = set(archive.namelist())
-            unpacked = sum(info.file_size for info in archive.infolist())
-            if unpacked > MAX_UNPACKED:
-                raise LoadError(
-                    Reason.TOO_LARGE, f"the archive unpacks to {unpacked / 2**30:.1f} GiB"
-                )
-            for part in ("[Content_Types].xml", MAIN_PART[kind]):
-                if part not in names:
-                    raise LoadError(Reason.DAMAGED_OFFICE_FILE, f"missing part {part}")
-            bad = archive.testzip()  # reads every member: CRC and deflate errors show here
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError) as exc:
-        raise LoadError(Reason.DAMAGED_OFFICE_FILE, f"{type(exc).__name__}: {exc}") from None
-    if bad is not None:
-        raise LoadError(Reason.DAMAGED_OFFICE_FILE, f"corrupt member {bad}")
+    parts = ("[Content_Types].xml", MAIN_PART[kind])
+    check_zip(data, f".{kind}", parts, Reason.DAMAGED_OFFICE_FILE)
 
 
 def partition_office(data: bytes, kind: str) -> list[Any]:
@@ -183,3 +167,26 @@ def office_blocks(elements: list[Any], kind: str) -> list[Block]:
 def load_office(data: bytes, kind: str) -> list[Block]:
     """The blocks of a .docx, .pptx or .xlsx file; LoadError with its reason when unreadable."""
     return office_blocks(partition_office(data, kind), kind)
+
+
+def _reader(kind: str) -> ReadFunction:
+    def read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
+        return Reading(load_office(data, kind))
+
+    return read
+
+
+def warm_up() -> None:
+    import unstructured.partition.docx  # noqa: F401
+    import unstructured.partition.pptx  # noqa: F401
+    import unstructured.partition.xlsx  # noqa: F401
+
+
+REASONS = (
+    Reason.ENCRYPTED,
+    Reason.LEGACY_OFFICE_FORMAT,
+    Reason.DAMAGED_OFFICE_FILE,
+    Reason.TOO_LARGE,
+)
+for _kind in MAIN_PART:
+    register(_kind, _reader(_kind), REASONS, warm_up=warm_up, code=("tasks.ingest.archives",))

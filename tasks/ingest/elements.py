@@ -1,0 +1,85 @@
+"""unstructured's elements → blocks with heading paths; the HTML, Markdown and text partitioners
+as used by every reader that hands unstructured text.
+
+Headings become a section path that every following block carries until a heading of the same
+or a higher level.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from tasks.core.records import Block
+
+# Element categories that are not document text.
+SKIPPED_CATEGORIES = {"Image", "PageBreak", "Header", "Footer", "PageNumber"}
+
+# unstructured's documented switch for "no language detection": the index does not use the
+# detected language, and detecting it cost a third of a Markdown file's parsing time.
+NO_LANGUAGE_DETECTION = [""]
+
+# HTML that is page chrome, not content (Sphinx's "¶" heading anchors included); removed
+# before partitioning.
+_HTML_CHROME_XPATH = (
+    "//script | //style | //noscript | //template | //nav | //*[@role='navigation']"
+    " | //a[contains(concat(' ', @class, ' '), ' headerlink ')]"
+)
+
+Markup = Literal["html", "md", "txt"]
+
+
+def strip_html_chrome(html: str) -> str:
+    """Drop scripts, styles and navigation blocks so only page content is partitioned."""
+    import lxml.html
+
+    try:
+        tree = lxml.html.document_fromstring(html)
+    except (ValueError, lxml.etree.ParserError):
+        return html
+    for node in tree.xpath(_HTML_CHROME_XPATH):
+        node.drop_tree()
+    return lxml.html.tostring(tree, encoding="unicode")
+
+
+def text_blocks(text: str, markup: Markup) -> list[Block]:
+    """The blocks of decoded HTML (page chrome dropped), Markdown or plain text."""
+    if markup == "html":
+        from unstructured.partition.html import partition_html
+
+        elements = partition_html(text=strip_html_chrome(text), languages=NO_LANGUAGE_DETECTION)
+    elif markup == "md":
+        from unstructured.partition.md import partition_md
+
+        elements = partition_md(text=text, languages=NO_LANGUAGE_DETECTION)
+    else:
+        from unstructured.partition.text import partition_text
+
+        elements = partition_text(text=text, languages=NO_LANGUAGE_DETECTION)
+    return elements_to_blocks(elements)
+
+
+def elements_to_blocks(elements: list[Any]) -> list[Block]:
+    """Blocks with heading path, heading level and page number from unstructured elements.
+
+    Markdown and HTML headings arrive as Title elements with `category_depth` (0 for h1);
+    PDF Titles are guesses from font heuristics and carry no depth, so they stay plain text.
+    """
+    headings: list[tuple[int, str]] = []  # (level, text), outermost first
+    blocks: list[Block] = []
+    for element in elements:
+        text = (element.text or "").strip()
+        if not text or element.category in SKIPPED_CATEGORIES:
+            continue
+        depth = element.metadata.category_depth
+        if element.category == "Title" and depth is not None:
+            level = depth + 1
+            headings = [h for h in headings if h[0] < level] + [(level, " ".join(text.split()))]
+        blocks.append(
+            Block(
+                text=text,
+                section=" > ".join(h[1] for h in headings),
+                heading_level=headings[-1][0] if headings else 0,
+                page_number=element.metadata.page_number,
+            )
+        )
+    return blocks

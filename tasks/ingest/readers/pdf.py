@@ -1,0 +1,119 @@
+"""PDF files: the text layer through `partition_pdf(strategy="fast")`, pages without one read by
+OCR (tasks/ingest/ocr.py) unless OCR is off."""
+
+from __future__ import annotations
+
+import io
+import time
+from typing import Any
+
+from tasks.core.reasons import Reason
+from tasks.core.records import Block, SourceFile
+from tasks.ingest.elements import elements_to_blocks
+from tasks.ingest.errors import LoadError
+from tasks.ingest.ocr import OcrResult, ocr_pdf
+from tasks.ingest.registry import Reading, ReadOptions, register
+from tasks.ingest.unstructured_offline import check_pdf_support
+
+
+def _has_text(elements: list[Any]) -> bool:
+    return any((element.text or "").strip() for element in elements)
+
+
+def _text_layer(data: bytes) -> list[Any]:
+    from unstructured.partition.pdf import partition_pdf
+
+    return partition_pdf(file=io.BytesIO(data), strategy="fast", languages=["eng"])
+
+
+def _add_ocr(
+    blocks: list[Block], data: bytes, options: ReadOptions, deadline: float | None
+) -> tuple[list[Block], OcrResult]:
+    """The text-layer blocks with the OCR'd pages' blocks merged in, in page order."""
+    import pypdfium2 as pdfium
+
+    if options.ocr == "off":
+        return blocks, OcrResult()
+    text_pages = {block.page_number for block in blocks if block.page_number}
+    try:
+        result = ocr_pdf(data, skip=text_pages, deadline=deadline)
+    except pdfium.PdfiumError:
+        return blocks, OcrResult()  # pdfium cannot open what pdfminer could read
+    read = [
+        Block(paragraph, page_number=page.page_number, ocr=True)
+        for page in result.pages
+        for paragraph in page.paragraphs
+    ]
+    return sorted(blocks + read, key=lambda block: block.page_number or 0), result
+
+
+def read_pdf(data: bytes, options: ReadOptions) -> tuple[list[Block], OcrResult]:
+    """Blocks of a PDF's text layer and of its pages read by OCR, with clear reasons when
+    there are none.
+
+    An encrypted PDF is opened with the empty user password or fails as `encrypted`. When the
+    text layer yields nothing (e.g. a truncated file with a broken cross-reference table),
+    the PDF is rebuilt by qpdf and parsed once more. Pages without text whose images cover
+    much of the page are read by OCR (unless it is off). A PDF that yields no text ends
+    `no_text_layer` when its pages hold images (OCR read nothing), `ocr_off` when they hold
+    images and OCR is off, and `no_text` otherwise.
+    """
+    import pikepdf
+
+    if b"%PDF-" not in data[:1024]:
+        raise LoadError(Reason.NOT_A_PDF, "file has a .pdf name but no PDF header")
+    check_pdf_support()
+    deadline = time.monotonic() + options.ocr_budget if options.ocr_budget else None
+    try:
+        pdf = pikepdf.open(io.BytesIO(data))  # tries the empty password, repairs what it can
+    except pikepdf.PasswordError:
+        raise LoadError(
+            Reason.ENCRYPTED, "the PDF needs a password (the empty one was tried)"
+        ) from None
+    except pikepdf.PdfError as exc:
+        blocks = elements_to_blocks(_text_layer(data))  # beyond qpdf's repair; pdfminer may
+        if blocks:  # still read some of it
+            return _add_ocr(blocks, data, options, deadline)
+        raise LoadError(Reason.DAMAGED_PDF, str(exc).split(": ", 1)[-1]) from None
+    with pdf:
+        elements = _text_layer(data)
+        if not _has_text(elements):
+            rebuilt = io.BytesIO()
+            pdf.save(rebuilt)
+            data = rebuilt.getvalue()
+            elements = _text_layer(data)
+        blocks, result = _add_ocr(elements_to_blocks(elements), data, options, deadline)
+        if blocks:
+            return blocks, result
+        pages = len(pdf.pages)
+        has_images = any(len(page.images) for page in pdf.pages)
+    if result.pages:
+        message = f"OCR read no text on the {len(result.pages)} page(s) without a text layer"
+        raise LoadError(Reason.NO_TEXT_LAYER, message)
+    if has_images and options.ocr == "off":
+        raise LoadError(Reason.OCR_OFF, "the pages are images with no text layer; OCR is off")
+    if has_images:
+        message = "the pages are images with no text layer, too small or too late to OCR"
+        raise LoadError(Reason.NO_TEXT_LAYER, message)
+    raise LoadError(Reason.NO_TEXT, f"no text found on {pages} page(s)")
+
+
+def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
+    blocks, ocr = read_pdf(data, options)
+    return Reading(blocks, ocr)
+
+
+register(
+    "pdf",
+    _read,
+    (
+        Reason.NOT_A_PDF,
+        Reason.ENCRYPTED,
+        Reason.DAMAGED_PDF,
+        Reason.NO_TEXT_LAYER,
+        Reason.OCR_OFF,
+        Reason.NO_TEXT,
+    ),
+    warm_up=check_pdf_support,
+    code=("tasks.ingest.unstructured_offline", "tasks.ingest.ocr", "tasks.ingest.elements"),
+)

@@ -1,0 +1,154 @@
+"""The readers of document formats, each registered once by the module that implements it.
+
+A format's plain facts (its `--type` name, MIME type and suffixes) are declared once in
+tasks/core/formats.py, where discovery and search find them without importing the parsers.
+How a format is read is registered here, under the same name, by one module of
+tasks/ingest/readers/ (every module there is imported by `readers()`, so a new module needs no
+import line anywhere): the read function (bytes → blocks, plus what OCR did and a title where
+the format has one), the failure reasons it can give, an optional warm-up, and the modules
+whose code decides its output. Everything else derives from this table: parsing dispatches on
+a file's MIME type (tasks/ingest/parse.py), the parser process warms up every reader, and the
+load step's cache key covers every reader's code (tasks/ingest/cache_keys.py).
+
+Adding a format is one line in tasks/core/formats.py and one module here that calls `register`
+(plus its test); `readers()` refuses a format without a reader and a reader without a format.
+Reader modules import their parsers inside functions: the registry is loaded by processes
+that parse nothing (a run that finds nothing changed computes cache keys).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import PurePosixPath
+from typing import Literal
+
+from tasks.core.formats import FORMATS, MIME_TYPES, Format
+from tasks.core.reasons import Reason
+from tasks.core.records import Block, SourceFile
+from tasks.ingest.ocr import OcrResult
+
+READERS_PACKAGE = "tasks.ingest.readers"
+
+# Reasons that any file can end with, whatever its format: set by load_document, the parser
+# process, the load step and the pipeline, not by a reader.
+GENERAL_REASONS = (
+    Reason.EMPTY_FILE,
+    Reason.NO_TEXT,
+    Reason.TOO_LARGE,
+    Reason.PARSE_TIMEOUT,
+    Reason.PARSE_CRASH,
+    Reason.PARSE_ERROR,
+    Reason.UNREADABLE,
+    Reason.VANISHED,
+    Reason.BATCH_FAILED,
+)
+
+OcrMode = Literal["auto", "off"]
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read files: what LoadSettings says, in the terms of the readers."""
+
+    ocr: OcrMode = "auto"
+    ocr_budget: float = 0.0  # seconds after which no further page of a file is OCR'd; 0 = none
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a reader made of one file."""
+
+    blocks: list[Block]
+    ocr: OcrResult = field(default_factory=OcrResult)
+    title: str | None = None  # the document's own title (an email's subject); None: a heading
+    notes: tuple[str, ...] = ()  # what an indexed document misses (the ledger's error column)
+
+
+# The read function: the file (its doc_id and MIME type), its bytes and the options → what it
+# holds. A file that cannot be indexed raises LoadError with one of the reader's reasons.
+ReadFunction = Callable[[SourceFile, bytes, ReadOptions], Reading]
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How one format is read."""
+
+    format: Format
+    read: ReadFunction
+    reasons: tuple[Reason, ...]  # the reasons `read` raises LoadError with
+    warm_up: Callable[[], None] | None = None  # imports and checks done once per parser process
+    code: tuple[str, ...] = ()  # the modules whose code decides the output, the reader's first
+
+
+_FORMATS = {f.name: f for f in FORMATS}
+_REGISTERED: dict[str, Reader] = {}
+_LOCK = threading.Lock()
+
+
+def register(
+    name: str,
+    read: ReadFunction,
+    reasons: tuple[Reason, ...],
+    *,
+    warm_up: Callable[[], None] | None = None,
+    code: tuple[str, ...] = (),
+) -> Reader:
+    """Register how the format `name` (of tasks/core/formats.py) is read.
+
+    `code` names the modules besides the read function's own whose code decides the output.
+    """
+    if name not in _FORMATS:
+        raise ValueError(f"no format {name!r} in tasks/core/formats.py; declare it there first")
+    if name in _REGISTERED:
+        raise ValueError(f"format {name!r} has two readers")
+    modules = tuple(dict.fromkeys((read.__module__, *code)))
+    reader = Reader(_FORMATS[name], read, tuple(reasons), warm_up, modules)
+    _REGISTERED[name] = reader
+    return reader
+
+
+@cache
+def _load_readers() -> dict[str, Reader]:
+    package = importlib.import_module(READERS_PACKAGE)
+    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        importlib.import_module(f"{READERS_PACKAGE}.{module.name}")
+    missing = [f.name for f in FORMATS if f.name not in _REGISTERED]
+    if missing:
+        raise RuntimeError(f"no reader registered for format(s) {', '.join(missing)}")
+    return {f.mime: _REGISTERED[f.name] for f in FORMATS}
+
+
+def readers() -> dict[str, Reader]:
+    """MIME type → reader, in the order of tasks/core/formats.py (every reader module loaded)."""
+    with _LOCK:  # a reader module imported half-way by two threads would register twice
+        return _load_readers()
+
+
+def reader_for(mime_type: str) -> Reader | None:
+    """The reader of a MIME type; None for a type no format has."""
+    return readers().get(mime_type)
+
+
+def reader_for_name(file_name: str) -> Reader | None:
+    """The reader of a file name by its suffix (as discovery decides); None when unsupported."""
+    mime = MIME_TYPES.get(PurePosixPath(file_name).suffix.lower())
+    return reader_for(mime) if mime else None
+
+
+def warm_up_readers() -> None:
+    """Run every reader's warm-up once (readers sharing one run it once)."""
+    done: set[Callable[[], None]] = set()
+    for reader in readers().values():
+        if reader.warm_up is not None and reader.warm_up not in done:
+            reader.warm_up()
+            done.add(reader.warm_up)
+
+
+def reader_code() -> tuple[str, ...]:
+    """Every module whose code decides some reader's output, each once."""
+    return tuple(dict.fromkeys(m for reader in readers().values() for m in reader.code))

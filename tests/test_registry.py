@@ -1,0 +1,70 @@
+"""Formats are declared once: their facts in tasks/core/formats.py, their readers registered
+by the modules of tasks/ingest/readers/; dispatch, `--type`, discovery, warm-up and the load
+step's cache key derive from them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.core.formats import BY_MIME, FORMATS, MIME_TYPES, TYPES
+from tasks.core.reasons import Reason
+from tasks.ingest import registry
+from tasks.ingest.cache_keys import LOAD_CACHE
+
+
+def test_every_format_has_one_reader_and_unique_facts():
+    readers = registry.readers()
+    assert [reader.format for reader in readers.values()] == list(FORMATS)
+    suffixes = [suffix for f in FORMATS for suffix in f.suffixes]
+    assert len(suffixes) == len(set(suffixes)) == len(MIME_TYPES)
+    assert len(BY_MIME) == len({f.name for f in FORMATS}) == len(FORMATS)
+    assert all(s.startswith(".") and s == s.lower() for s in suffixes)
+
+
+def test_every_reason_is_given_by_some_reader_or_by_any_file():
+    declared = {reason for reader in registry.readers().values() for reason in reader.reasons}
+    assert declared | set(registry.GENERAL_REASONS) == set(Reason)
+
+
+def test_the_load_cache_key_covers_every_readers_code():
+    for reader in registry.readers().values():
+        assert set(reader.code) <= set(LOAD_CACHE.modules), reader.format.name
+        assert reader.code[0] == reader.read.__module__
+
+
+def test_registering_an_undeclared_format_or_a_second_reader_is_refused():
+    def read(source, data, options):
+        return registry.Reading([])
+
+    with pytest.raises(ValueError, match="declare it there first"):
+        registry.register("djvu", read, ())
+    registry.readers()
+    with pytest.raises(ValueError, match="two readers"):
+        registry.register("md", read, ())
+
+
+def test_warm_up_runs_each_readers_warm_up_once(monkeypatch):
+    calls: list[str] = []
+
+    def text() -> None:
+        calls.append("text")
+
+    def pdf() -> None:
+        calls.append("pdf")
+
+    real = registry.readers()
+    steps = {"md": text, "html": text, "pdf": pdf, "docx": None}
+    fake = {
+        TYPES[name]: registry.Reader(
+            real[TYPES[name]].format, real[TYPES[name]].read, (), warm_up=step
+        )
+        for name, step in steps.items()
+    }
+    monkeypatch.setattr(registry, "readers", lambda: fake)
+    registry.warm_up_readers()
+    assert calls == ["text", "pdf"]
+    assert all(
+        reader.warm_up is not None
+        for reader in real.values()
+        if reader.format.name in ("pdf", "docx")
+    )
