@@ -10,6 +10,7 @@ from tasks.core.formats import BY_MIME, FORMATS, MIME_TYPES, TYPES
 from tasks.core.reasons import Reason
 from tasks.ingest import registry
 from tasks.ingest.cache_keys import LOAD_CACHE
+from tasks.search.params import SearchParams
 
 
 def test_every_format_has_one_reader_and_unique_facts():
@@ -19,6 +20,14 @@ def test_every_format_has_one_reader_and_unique_facts():
     assert len(suffixes) == len(set(suffixes)) == len(MIME_TYPES)
     assert len(BY_MIME) == len({f.name for f in FORMATS}) == len(FORMATS)
     assert all(s.startswith(".") and s == s.lower() for s in suffixes)
+
+
+def test_the_new_formats_are_types_and_suffixes():
+    for name, suffix in (("epub", ".epub"), ("odt", ".odt"), ("rtf", ".rtf")):
+        assert TYPES[name] == MIME_TYPES[suffix]
+        assert SearchParams(type=name).mime_type == MIME_TYPES[suffix]
+        reader = registry.reader_for_name(f"some/file{suffix.upper()}")
+        assert reader is not None and reader.format.name == name
 
 
 def test_every_reason_is_given_by_some_reader_or_by_any_file():
@@ -66,5 +75,5 @@ def test_warm_up_runs_each_readers_warm_up_once(monkeypatch):
     assert all(
         reader.warm_up is not None
         for reader in real.values()
-        if reader.format.name in ("pdf", "docx")
+        if reader.format.name in ("pdf", "docx", "epub", "odt", "rtf")
     )

@@ -33,6 +33,9 @@ FORMATS = (
     Format("docx", _OOXML + "wordprocessingml.document", (".docx",)),
     Format("pptx", _OOXML + "presentationml.presentation", (".pptx",)),
     Format("xlsx", _OOXML + "spreadsheetml.sheet", (".xlsx",)),
+    Format("odt", "application/vnd.oasis.opendocument.text", (".odt",)),
+    Format("epub", "application/epub+zip", (".epub",)),
+    Format("rtf", "application/rtf", (".rtf",)),
 )
 
 # Suffix → MIME type: what discovery picks up.

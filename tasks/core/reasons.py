@@ -52,7 +52,7 @@ class Reason(StrEnum):
     ENCRYPTED = (
         "encrypted",
         Status.FAILED,
-        "the file needs a password (a PDF's empty one was tried)",
+        "the file needs a password (a PDF's empty one was tried) or is DRM-protected (an e-book)",
     )
     DAMAGED_PDF = ("damaged_pdf", Status.FAILED, "a PDF too broken to read, even after repair")
     NOT_A_PDF = ("not_a_pdf", Status.FAILED, "a file with a .pdf name but no PDF header")
@@ -71,10 +71,16 @@ class Reason(StrEnum):
         Status.FAILED,
         "a .docx, .pptx or .xlsx name on a legacy binary Office file (.doc, .ppt, .xls)",
     )
+    DAMAGED_FILE = (
+        "damaged_file",
+        Status.FAILED,
+        "an .odt, .epub or .rtf file that is not a readable file of its format",
+    )
     TOO_LARGE = (
         "too_large",
         Status.FAILED,
-        "the file is over the --max-file-mb limit, or an Office file unpacks to over 1 GiB",
+        "the file is over the --max-file-mb limit, or an Office, OpenDocument or EPUB file "
+        "unpacks to over 1 GiB",
     )
     PARSE_TIMEOUT = (
         "parse_timeout",

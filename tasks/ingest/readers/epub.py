@@ -1,0 +1,61 @@
+"""E-books (.epub) through unstructured's `partition_epub`: pandoc converts the book to HTML,
+whose headings (the chapters' and sections') make the heading path as in HTML files.
+
+Told from the bytes first: a file that is not an intact ZIP archive with the EPUB container
+(META-INF/container.xml) is `damaged_file`; a book whose content is encrypted (DRM; fonts
+obfuscated by the EPUB rules are fine) is `encrypted`; pandoc's own errors are `damaged_file`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+from tasks.core.reasons import Reason
+from tasks.core.records import Block, SourceFile
+from tasks.ingest.archives import check_zip, read_member
+from tasks.ingest.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
+from tasks.ingest.errors import LoadError
+from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
+from tasks.ingest.registry import Reading, ReadOptions, register
+
+# What META-INF/encryption.xml may name without the text being unreadable: font obfuscation
+# (EPUB 3 and Adobe's).
+FONT_OBFUSCATION = {b"http://www.idpf.org/2008/embedding", b"http://ns.adobe.com/pdf/enc#RC"}
+_ENCRYPTION_METHOD = re.compile(rb"EncryptionMethod\b[^>]*\bAlgorithm\s*=\s*[\"']([^\"']+)")
+
+
+def read_epub(data: bytes) -> list[Block]:
+    """The blocks of an .epub file; LoadError with its reason when unreadable."""
+    check_zip(data, ".epub", ("META-INF/container.xml",), Reason.DAMAGED_FILE)
+    encryption = read_member(data, "META-INF/encryption.xml") or b""
+    if set(_ENCRYPTION_METHOD.findall(encryption)) - FONT_OBFUSCATION:
+        raise LoadError(Reason.ENCRYPTED, "the e-book's content is encrypted (DRM)")
+    use_bundled_pandoc()
+    from unstructured.errors import UnprocessableEntityError
+    from unstructured.partition.epub import partition_epub
+
+    try:
+        elements = partition_epub(file=io.BytesIO(data), languages=NO_LANGUAGE_DETECTION)
+    except (RuntimeError, UnprocessableEntityError) as exc:  # pandoc could not read it
+        raise pandoc_failure(exc) from None
+    return elements_to_blocks(elements)
+
+
+def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
+    return Reading(read_epub(data))
+
+
+def warm_up() -> None:
+    import unstructured.partition.epub  # noqa: F401
+
+    use_bundled_pandoc()
+
+
+register(
+    "epub",
+    _read,
+    (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE),
+    warm_up=warm_up,
+    code=("tasks.ingest.archives", "tasks.ingest.elements", "tasks.ingest.pandoc"),
+)

@@ -1,0 +1,54 @@
+"""OpenDocument text (.odt) through unstructured's `partition_odt`, which has pandoc convert it
+to .docx and partitions that: heading styles make the heading path and tables become rows, as
+for Word files (tasks/ingest/readers/office.py).
+
+Told from the bytes first: a file that is not an intact ZIP archive with a content.xml is
+`damaged_file`, one whose manifest lists encrypted members `encrypted`; pandoc's own errors on
+what slips through are `damaged_file` too.
+"""
+
+from __future__ import annotations
+
+import io
+
+from tasks.core.reasons import Reason
+from tasks.core.records import Block, SourceFile
+from tasks.ingest.archives import check_zip, read_member
+from tasks.ingest.errors import LoadError
+from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
+from tasks.ingest.readers.office import office_blocks
+from tasks.ingest.registry import Reading, ReadOptions, register
+
+
+def read_odt(data: bytes) -> list[Block]:
+    """The blocks of an .odt file; LoadError with its reason when unreadable."""
+    check_zip(data, ".odt", ("content.xml",), Reason.DAMAGED_FILE)
+    if b"encryption-data" in (read_member(data, "META-INF/manifest.xml") or b""):
+        raise LoadError(Reason.ENCRYPTED, "the .odt file is password-protected")
+    use_bundled_pandoc()
+    from unstructured.partition.odt import partition_odt
+
+    try:
+        elements = partition_odt(file=io.BytesIO(data), languages=[""])
+    except RuntimeError as exc:  # pandoc could not read it
+        raise pandoc_failure(exc) from None
+    return office_blocks(elements, "docx")
+
+
+def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
+    return Reading(read_odt(data))
+
+
+def warm_up() -> None:
+    import unstructured.partition.odt  # noqa: F401
+
+    use_bundled_pandoc()
+
+
+register(
+    "odt",
+    _read,
+    (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE),
+    warm_up=warm_up,
+    code=("tasks.ingest.readers.office", "tasks.ingest.archives", "tasks.ingest.pandoc"),
+)
