@@ -1,9 +1,11 @@
-"""Small real .odt, .rtf and .epub files (converted from Markdown by the bundled pandoc), made
-in the tests; and a hash-embedded index of real loaded files for the `--type` filter."""
+"""Small real .odt, .rtf and .epub files (converted from Markdown by the bundled pandoc) and
+.eml files (built with the email package), made in the tests; and a hash-embedded index of
+real loaded files for the `--type` filter."""
 
 from __future__ import annotations
 
 import tempfile
+from email.message import EmailMessage
 from pathlib import Path
 
 from tasks.core.records import Document
@@ -62,6 +64,42 @@ def make_epub(markdown: str = MARKDOWN) -> bytes:
     return convert(markdown, "epub", "--metadata", "title=Camelids")
 
 
+def make_eml(attachments: dict[str, bytes] | None = None, alternative: bool = True) -> bytes:
+    """An email with a text/plain body, an HTML body (as its alternative, or as a second
+    inline part) and the given attachments."""
+    message = EmailMessage()
+    message["Subject"] = "Herd report for June"
+    message["From"] = "Aino Virtanen <aino@example.org>"
+    message["To"] = "herders@example.org"
+    message["Date"] = "Mon, 01 Jun 2026 09:30:00 +0300"
+    message.set_content("Hello herders,\n\nThe llamas crossed the pass safely.\n")
+    html = (
+        "<html><head><style>p {color: red}</style></head><body>"
+        "<h1>Pass crossing</h1><p>The llamas crossed the pass safely.</p>"
+        "<h2>Weather</h2><p>Snow is expected on Friday.</p>"
+        "<script>track()</script></body></html>"
+    )
+    if alternative:
+        message.add_alternative(html, subtype="html")
+    else:
+        message.make_mixed()
+        part = EmailMessage()
+        part.set_content(html, subtype="html", disposition="inline")
+        message.attach(part)
+    for name, data in (attachments or {}).items():
+        maintype, subtype = TYPES_OF.get(Path(name).suffix, ("application", "octet-stream"))
+        message.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
+    return bytes(message)
+
+
+TYPES_OF = {
+    ".md": ("text", "markdown"),
+    ".pdf": ("application", "pdf"),
+    ".png": ("image", "png"),
+    ".odt": ("application", "vnd.oasis.opendocument.text"),
+}
+
+
 def load_named(folder: Path, name: str) -> Document:
     """Load the file `name` of `folder` as a run would (discovered, then loaded)."""
     source = next(s for s in discover(folder).files if s.doc_id == name)
@@ -83,3 +121,30 @@ def type_filter_hits(tmp_path: Path, files: dict[str, bytes], type_name: str) ->
     dataset.write_batch(documents, chunks, embedder.encode([c.text for c in chunks]))
     params = SearchParams(k=100, mode="vector", type=type_name)
     return {hit.doc_id for hit in Searcher(dataset).search("llamas", params)}
+
+
+def make_pdf(text: str) -> bytes:
+    """A one-page PDF whose text layer is `text` (one line, Helvetica)."""
+    escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    stream = f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET".encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)

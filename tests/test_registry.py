@@ -23,7 +23,7 @@ def test_every_format_has_one_reader_and_unique_facts():
 
 
 def test_the_new_formats_are_types_and_suffixes():
-    for name, suffix in (("epub", ".epub"), ("odt", ".odt"), ("rtf", ".rtf")):
+    for name, suffix in (("epub", ".epub"), ("odt", ".odt"), ("rtf", ".rtf"), ("eml", ".eml")):
         assert TYPES[name] == MIME_TYPES[suffix]
         assert SearchParams(type=name).mime_type == MIME_TYPES[suffix]
         reader = registry.reader_for_name(f"some/file{suffix.upper()}")

@@ -36,6 +36,7 @@ FORMATS = (
     Format("odt", "application/vnd.oasis.opendocument.text", (".odt",)),
     Format("epub", "application/epub+zip", (".epub",)),
     Format("rtf", "application/rtf", (".rtf",)),
+    Format("eml", "message/rfc822", (".eml",)),
 )
 
 # Suffix → MIME type: what discovery picks up.

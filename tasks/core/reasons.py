@@ -74,7 +74,7 @@ class Reason(StrEnum):
     DAMAGED_FILE = (
         "damaged_file",
         Status.FAILED,
-        "an .odt, .epub or .rtf file that is not a readable file of its format",
+        "an .odt, .epub, .rtf or .eml file that is not a readable file of its format",
     )
     TOO_LARGE = (
         "too_large",

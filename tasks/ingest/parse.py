@@ -2,10 +2,10 @@
 
 The readers (tasks/ingest/readers/, registered in tasks/ingest/registry.py) turn a file's bytes
 into blocks: Markdown, HTML and text through unstructured as text, PDFs by their text layer and
-OCR, Office, OpenDocument, EPUB and RTF files through unstructured's partitioners. Headings
-become a section path that every following block carries until a heading of the same or a
-higher level. A file that cannot be parsed becomes a document with its reason, never an
-exception.
+OCR, Office, OpenDocument, EPUB and RTF files through unstructured's partitioners, emails with
+the standard library's parser (their attachments as sections). Headings become a section path
+that every following block carries until a heading of the same or a higher level. A file that
+cannot be parsed becomes a document with its reason, never an exception.
 """
 
 from __future__ import annotations
