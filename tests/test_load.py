@@ -16,7 +16,10 @@ from tasks.ingest.discover import discover
 from tasks.ingest.parse import load_document
 
 from .conftest import ROOT, SAMPLE, shared_path
+from .document_files import make_eml, make_epub, make_odt, make_rtf
 from .office_files import MAKERS
+
+DOCUMENT_MAKERS = {"odt": make_odt, "rtf": make_rtf, "epub": make_epub, "eml": make_eml}
 
 INDEXED, EMPTY, FAILED = Status.INDEXED, Status.EMPTY, Status.FAILED
 
@@ -114,11 +117,11 @@ def test_legacy_encodings_decode_correctly(relative, phrase):
 
 @pytest.mark.model
 def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
-    """A fresh interpreter with sockets disabled loads md, html, pdf, txt, docx, pptx and xlsx
-    and embeds text (OCR offline: tests/test_ocr.py)."""
+    """A fresh interpreter with sockets disabled (and pypandoc's download refused) loads every
+    format and embeds text (OCR offline: tests/test_ocr.py)."""
     (small_corpus / "notes.txt").write_text("Offline plain text works.", "utf-8")
-    for kind, make in MAKERS.items():
-        (small_corpus / f"office.{kind}").write_bytes(make())
+    for kind, make in {**MAKERS, **DOCUMENT_MAKERS}.items():
+        (small_corpus / f"document.{kind}").write_bytes(make())
     script = textwrap.dedent(
         f"""
         import socket
@@ -130,6 +133,8 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
         socket.socket.connect_ex = refuse
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
+        import pypandoc, pypandoc.pandoc_download
+        pypandoc.download_pandoc = pypandoc.pandoc_download.download_pandoc = refuse
 
         from tasks.embed.models import DEFAULT_MODEL, get_embedder
         from tasks.ingest.discover import discover
