@@ -100,6 +100,21 @@ def test_an_unreadable_attachment_leaves_the_email_indexed_and_says_so(tmp_path)
     assert any(block.section.startswith("notes.md") for block in doc.blocks)
 
 
+def test_a_japanese_email_in_iso_2022_jp_is_text_not_binary(tmp_path):
+    message = EmailMessage()
+    message["Subject"] = "会議の議事録"
+    lines = [f"{n}. 予算 {n} 円" for n in range(1, 60)]  # an escape sequence every few bytes
+    message.set_content("\n".join(lines) + "\n", charset="iso-2022-jp", cte="7bit")
+    data = bytes(message)
+    assert data.count(b"\x1b") > 0.1 * len(data)
+    (tmp_path / "jp.eml").write_bytes(data)
+    doc = load_named(tmp_path, "jp.eml")
+    assert doc.status == Status.INDEXED, doc.error
+    assert doc.title == "会議の議事録"
+    text = "\n".join(block.text for block in doc.blocks[1:])
+    assert text.split() == " ".join(lines).split()
+
+
 def test_broken_emails_fail_with_their_reasons(tmp_path):
     cases = {
         "words.eml": (b"just some words\nand no header fields at all\n", Reason.DAMAGED_FILE),

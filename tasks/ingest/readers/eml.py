@@ -74,7 +74,9 @@ class _Read:
 
 def parse_message(data: bytes) -> EmailMessage:
     """The message in `data`; LoadError when it is binary or has no header fields."""
-    if looks_binary(data[:4096].decode("latin-1")):
+    sample = data[:4096]
+    # ESC is text in ISO-2022-JP mail (7-bit Japanese), NUL never is.
+    if b"\x00" in sample or looks_binary(sample.replace(b"\x1b", b"").decode("latin-1")):
         raise LoadError(Reason.NOT_A_TEXT_DOCUMENT, "file content is binary, not an email")
     message = email.message_from_bytes(data, policy=email.policy.default)
     assert isinstance(message, EmailMessage)  # what policy.default makes
@@ -116,10 +118,18 @@ def attachment_name(part: MIMEPart, index: int) -> str:
     if name:
         return name
     if part.get_content_type() == MESSAGE_TYPE:
-        inner = part.get_payload(0)
-        subject = _one_line(inner.get("subject", "")) if isinstance(inner, Message) else ""
+        inner = _attached_message(part)
+        subject = _one_line(inner.get("subject", "")) if inner is not None else ""
         return f"{subject or 'message'}.eml".replace("/", "-")
     return f"attachment-{index}"
+
+
+def _attached_message(part: MIMEPart) -> Message | None:
+    """The message a message/rfc822 part holds (None when the parser left it unparsed)."""
+    payload = part.get_payload()
+    if isinstance(payload, list) and payload and isinstance(payload[0], Message):
+        return payload[0]
+    return None
 
 
 def _attachment_reader(part: MIMEPart, name: str) -> Reader | None:
@@ -127,9 +137,9 @@ def _attachment_reader(part: MIMEPart, name: str) -> Reader | None:
 
 
 def _attachment_bytes(part: MIMEPart) -> bytes:
-    if part.get_content_type() == MESSAGE_TYPE:
-        inner = part.get_payload(0)
-        return inner.as_bytes(policy=email.policy.default) if isinstance(inner, Message) else b""
+    inner = _attached_message(part) if part.get_content_type() == MESSAGE_TYPE else None
+    if inner is not None:
+        return inner.as_bytes(policy=email.policy.default)
     payload = part.get_payload(decode=True)
     return payload if isinstance(payload, bytes) else b""
 
