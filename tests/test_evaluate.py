@@ -74,7 +74,12 @@ def test_evaluate_ingests_once_then_reuses_the_index(prefect_backend, benchmark,
     assert report["modes"]["vector"]["mrr@10"] == 1.0
     settings = report["settings"]
     assert settings["dataset"]["model"] == report["model"] and settings["dataset"]["analyser"]
-    assert set(settings["hybrid"]) == {"vector_weight", "cjk_vector_weight", "depth"}
+    assert set(settings["hybrid"]) == {
+        "vector_weight",
+        "cjk_vector_weight",
+        "depth",
+        "full_coverage",
+    }
     tags = Dataset(uri).run_tags()
     assert main([*benchmark, "--index", uri, "--mode", "fts"]) == 0
     assert set(json.loads(capsys.readouterr().out)["modes"]) == {"fts"}

@@ -133,12 +133,18 @@ def _info(model: str) -> ModelInfo:
     )
 
 
+def _load_part(spec: str) -> Embedder:
+    backend, part = parse_spec(spec)
+    return backend.load(part)
+
+
 def _load(model: str) -> DualEmbedder:
-    """Both parts, loaded side by side (much of each load runs without the GIL)."""
+    """Both parts, loaded side by side (much of each load runs without the GIL); they belong
+    to this model (get_embedder counts one load)."""
     english, multilingual = _parts(model)
     with ThreadPoolExecutor(1, thread_name_prefix="load-multilingual") as pool:
-        second = pool.submit(get_embedder, multilingual)
-        return DualEmbedder(get_embedder(english), second.result())
+        second = pool.submit(_load_part, multilingual)
+        return DualEmbedder(_load_part(english), second.result())
 
 
 def _questions(model: str) -> DualQuestions:
