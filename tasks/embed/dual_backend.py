@@ -82,17 +82,27 @@ class DualEmbedder:
             multilingual=True,
         )
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def weighted(
+        self, texts: list[str], latin: tuple[float, float, float], other: tuple[float, float]
+    ) -> np.ndarray:
+        """Each text's [English part | multilingual part | slot], weighted (English,
+        multilingual, slot) for a text that `reads_english`, else (0, multilingual, slot)."""
         vectors = np.zeros((len(texts), self.info.dimension), np.float32)
         if not texts:
             return vectors
-        latin = np.array([reads_english(text) for text in texts])
-        vectors[:, self._d1 : self._d1 + self._d2] = self.multilingual.encode(texts)
-        rows = np.flatnonzero(latin)
+        d1, d2 = self._d1, self._d2
+        reads = np.array([reads_english(text) for text in texts])
+        vectors[:, d1 : d1 + d2] = self.multilingual.encode(texts)
+        rows = np.flatnonzero(reads)
         if rows.size:
-            vectors[rows, : self._d1] = self.english.encode([texts[i] for i in rows])
-        vectors[~latin, -1] = 1.0
-        return vectors * np.float32(_HALF)
+            vectors[rows, :d1] = self.english.encode([texts[i] for i in rows]) * latin[0]
+        vectors[reads, d1 : d1 + d2] *= latin[1]
+        vectors[~reads, d1 : d1 + d2] *= other[0]
+        vectors[:, -1] = np.where(reads, latin[2], other[1])
+        return vectors
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.weighted(texts, latin=(_HALF, _HALF, 0.0), other=(_HALF, _HALF))
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return self.english.count_tokens(texts)
@@ -106,18 +116,10 @@ class DualQuestions:
         self.info = documents.info
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        d1, d2 = self.documents._d1, self.documents._d2
-        vectors = np.zeros((len(texts), self.info.dimension), np.float32)
-        if not texts:
-            return vectors
-        latin = np.array([reads_english(text) for text in texts])
-        vectors[:, d1 : d1 + d2] = self.documents.multilingual.encode(texts)
-        rows = np.flatnonzero(latin)
-        if rows.size:
-            english = self.documents.english.encode([texts[i] for i in rows])
-            vectors[rows, :d1] = english * np.float32(math.sqrt(QUESTION_ENGLISH_WEIGHT))
-            vectors[rows, d1 : d1 + d2] *= np.float32(math.sqrt(1 - QUESTION_ENGLISH_WEIGHT))
-        return vectors
+        w = QUESTION_ENGLISH_WEIGHT
+        return self.documents.weighted(
+            texts, latin=(math.sqrt(w), math.sqrt(1 - w), 0.0), other=(1.0, 0.0)
+        )
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return self.documents.count_tokens(texts)

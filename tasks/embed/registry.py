@@ -73,9 +73,10 @@ class Backend:
     bare_models: bool = False
 
     def spec(self, model: str) -> str:
-        if self.bare_models or model == self.default_model:
-            return model if self.bare_models else self.name
-        return f"{self.name}:{model}"
+        """The shortest spec of `model` on this backend."""
+        if self.bare_models:
+            return model
+        return self.name if model == self.default_model else f"{self.name}:{model}"
 
 
 BACKENDS: dict[str, Backend] = {}
