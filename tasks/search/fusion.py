@@ -2,9 +2,10 @@
 
 Hybrid mode standardises each list's scores (cosine similarity, BM25) into z-scores over the
 candidates that list returned, and ranks chunks by the weighted sum α·z(vector) +
-(1 − α)·z(full text); a chunk missing from a list counts that list's lowest z-score. Scores
-on a common scale let a clearly better match in one list win, where reciprocal-rank fusion
-only sees ranks. α depends on the question's script and on the dataset's model:
+β·z(full text), β = 1 − α unless the coverage gate below lowers it; a chunk missing from a
+list counts that list's lowest z-score. Scores on a common scale let a clearly better match
+in one list win, where reciprocal-rank fusion only sees ranks. α depends on the question's
+script and on the dataset's model:
 
 - an English-only model (ENGLISH_FUSION, datasets built before the multilingual default):
   for a question in Chinese, Japanese or Korean script its vectors carry little, so the

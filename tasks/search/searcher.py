@@ -27,6 +27,7 @@ it. Without `rerank` nothing of this runs and the cross-encoder code is not impo
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 
 import numpy as np
 
@@ -76,9 +77,8 @@ class Searcher:
         return embedder
 
     def fusion(self) -> Fusion:
-        """How hybrid mode weighs the lists for this dataset's model (read from its
-        configuration: no weights are loaded)."""
-        return fusion_for(model_info(model_spec_for(self.dataset.fingerprint.model)).multilingual)
+        """How hybrid mode weighs the lists for this dataset's model (no weights loaded)."""
+        return _fusion_of(self.dataset.fingerprint.model)
 
     def check_model(self, model: str) -> None:
         """Refuse a dataset that was not built with `model` (a name or spec)."""
@@ -203,6 +203,12 @@ class Searcher:
             return None
         ledger = self.dataset.documents.search().select(["doc_id", "mtime"]).limit(None)
         return doc_window(ledger.to_arrow(), since, until)
+
+
+@cache
+def _fusion_of(model_id: str) -> Fusion:
+    """The fusion for a model id, read once per process from the model's configuration."""
+    return fusion_for(model_info(model_spec_for(model_id)).multilingual)
 
 
 def _above(hits: list[Hit], min_score: float | None) -> list[Hit]:
