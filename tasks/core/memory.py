@@ -2,8 +2,8 @@
 
 torch, Arrow and Lance allocate and free large buffers of varying sizes for every batch;
 glibc keeps the freed pages in its arenas, so a long ingest run's RSS kept growing although
-nothing was retained (README.md, "Pipelining and memory", has the figures). `malloc_trim(0)`
-after each batch returns those pages. A no-op where the C library is not glibc.
+nothing was retained (benchmarks/RESULTS.md, "Pipelining and memory", has the figures).
+`malloc_trim(0)` after each batch returns those pages. A no-op where the C library is not glibc.
 """
 
 from __future__ import annotations

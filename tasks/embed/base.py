@@ -48,7 +48,7 @@ def token_length_groups(token_counts: list[int], size: int = ENCODE_BATCH_SIZE) 
 
     A forward pass pads every text to the longest in its group, so texts of similar token
     count belong together. sentence-transformers sorts by characters, which is a poor proxy
-    when prose and code mix (see README, "Pipelining and memory").
+    when prose and code mix (see benchmarks/RESULTS.md, "Pipelining and memory").
     """
     order = sorted(range(len(token_counts)), key=lambda i: -token_counts[i])
     return [order[start : start + size] for start in range(0, len(order), size)]

@@ -7,9 +7,9 @@ Selected with the model spec "onnx-int8-token:<model>" (the default for new data
 Why it is the default: the MatMuls run in int8 (weights one scale per output channel,
 activations one scale and zero point per token, computed in the graph; see
 tasks/embed/onnx_files.py), about 5x torch fp32's chunks/s on 2 cores, with vector-mode
-quality next to torch's (README, "Embedding backends"). No statistic spans two tokens, and
-each text runs in its own forward pass (no padding), so a text's vector is the same whatever
-else is encoded with it, in whichever order, on any runner.
+quality next to torch's (benchmarks/RESULTS.md, "Embedding backends and speed"). No
+statistic spans two tokens, and each text runs in its own forward pass (no padding), so a
+text's vector is the same whatever else is encoded with it, in whichever order, on any runner.
 
 Threads: `DOC_INDEXER_EMBED_WORKERS` worker threads (default: one per available core), each
 with its own onnxruntime session of one intra-op thread, take texts longest first.

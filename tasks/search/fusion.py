@@ -17,7 +17,7 @@ script and on the dataset's model:
   "Rust"), its weight shrinks in proportion (`coverage`; an empty list weighs nothing).
 
 The weights, the coverage gate and the candidate depth were tuned on the dev sets only
-(`python -m benchmarks.quality --tune`; README.md, "Search quality").
+(`python -m benchmarks.quality --tune`; benchmarks/RESULTS.md, "Search quality").
 """
 
 from __future__ import annotations
