@@ -8,6 +8,7 @@ import tempfile
 from email.message import EmailMessage
 from pathlib import Path
 
+from tasks.core.reasons import Status
 from tasks.core.records import Document
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import Fingerprint
@@ -104,6 +105,20 @@ def load_named(folder: Path, name: str) -> Document:
     """Load the file `name` of `folder` as a run would (discovered, then loaded)."""
     source = next(s for s in discover(folder).files if s.doc_id == name)
     return load_document(source)
+
+
+def heading_places(folder: Path, name: str, data: bytes) -> dict[str, tuple[str, int | None]]:
+    """Load `data` saved as `name` (made from MARKDOWN): check it is indexed with the title and
+    heading path MARKDOWN gives, and return each block's (section, heading level) by text."""
+    (folder / name).write_bytes(data)
+    doc = load_named(folder, name)
+    assert doc.status == Status.INDEXED, doc.error
+    assert doc.title == "Llamas"
+    places = {block.text: (block.section, block.heading_level) for block in doc.blocks}
+    assert places["Llamas live in the Andes and carry loads for herders."] == ("Llamas", 1)
+    assert places["Their wool is soft and warm."] == ("Llamas > Wool", 2)
+    assert places["Alpacas hum when they are curious."] == ("Alpacas", 1)
+    return places
 
 
 def type_filter_hits(tmp_path: Path, files: dict[str, bytes], type_name: str) -> set[str]:

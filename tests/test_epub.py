@@ -10,7 +10,7 @@ from tasks.core.reasons import Reason, Status
 from tasks.ingest.discover import discover
 from tasks.ingest.registry import reader_for
 
-from .document_files import load_named, make_epub, type_filter_hits
+from .document_files import heading_places, load_named, make_epub, type_filter_hits
 from .test_odt import rezip
 
 
@@ -20,14 +20,7 @@ def epub() -> bytes:
 
 
 def test_epub_chapters_make_the_heading_path(tmp_path, epub):
-    (tmp_path / "camelids.epub").write_bytes(epub)
-    doc = load_named(tmp_path, "camelids.epub")
-    assert doc.status == Status.INDEXED, doc.error
-    assert doc.title == "Llamas"
-    places = {block.text: (block.section, block.heading_level) for block in doc.blocks}
-    assert places["Llamas live in the Andes and carry loads for herders."] == ("Llamas", 1)
-    assert places["Their wool is soft and warm."] == ("Llamas > Wool", 2)
-    assert places["Alpacas hum when they are curious."] == ("Alpacas", 1)
+    heading_places(tmp_path, "camelids.epub", epub)
 
 
 ENCRYPTION = b"""<?xml version="1.0"?>

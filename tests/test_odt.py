@@ -13,7 +13,7 @@ from tasks.core.reasons import Reason, Status
 from tasks.ingest.discover import discover
 from tasks.ingest.registry import reader_for
 
-from .document_files import load_named, make_odt, type_filter_hits
+from .document_files import heading_places, load_named, make_odt, type_filter_hits
 
 
 @pytest.fixture(scope="module")
@@ -22,14 +22,7 @@ def odt() -> bytes:
 
 
 def test_odt_headings_make_the_heading_path_and_tables_rows(tmp_path, odt):
-    (tmp_path / "camelids.odt").write_bytes(odt)
-    doc = load_named(tmp_path, "camelids.odt")
-    assert doc.status == Status.INDEXED, doc.error
-    assert doc.title == "Llamas"
-    places = {block.text: (block.section, block.heading_level) for block in doc.blocks}
-    assert places["Llamas live in the Andes and carry loads for herders."] == ("Llamas", 1)
-    assert places["Their wool is soft and warm."] == ("Llamas > Wool", 2)
-    assert places["Alpacas hum when they are curious."] == ("Alpacas", 1)
+    places = heading_places(tmp_path, "camelids.odt", odt)
     assert places["Region | Herds\nNorth | 120\nSouth | 95"] == ("Alpacas", 1)
 
 

@@ -10,7 +10,7 @@ from tasks.core.reasons import Reason, Status
 from tasks.ingest.discover import discover
 from tasks.ingest.registry import reader_for
 
-from .document_files import load_named, make_rtf, type_filter_hits
+from .document_files import heading_places, load_named, make_rtf, type_filter_hits
 
 
 @pytest.fixture(scope="module")
@@ -19,14 +19,7 @@ def rtf() -> bytes:
 
 
 def test_rtf_headings_make_the_heading_path(tmp_path, rtf):
-    (tmp_path / "camelids.rtf").write_bytes(rtf)
-    doc = load_named(tmp_path, "camelids.rtf")
-    assert doc.status == Status.INDEXED, doc.error
-    assert doc.title == "Llamas"
-    places = {block.text: (block.section, block.heading_level) for block in doc.blocks}
-    assert places["Llamas live in the Andes and carry loads for herders."] == ("Llamas", 1)
-    assert places["Their wool is soft and warm."] == ("Llamas > Wool", 2)
-    assert places["Alpacas hum when they are curious."] == ("Alpacas", 1)
+    places = heading_places(tmp_path, "camelids.rtf", rtf)
     assert any("North" in text and "120" in text for text in places), "the table's cells"
 
 
