@@ -324,3 +324,19 @@ def test_dotless_and_dotted_i_and_loose_diacritics():
     assert analyse("İstanbul") == analyse("istanbul")
     assert analyse("молоко́") == ["молоко"]
     assert analyse("हिन्दी") == ["हिन्दी"]  # Devanagari signs (virama) are kept
+
+
+def test_the_analyser_benchmark_runs_in_its_smoke_mode():
+    """benchmarks/analysers.py keeps running: its smoke mode prints the table for both
+    languages and the chosen analysers (a script that stopped running would fail here)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.analysers", "--smoke"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line.split() for line in result.stdout.splitlines()]
+    chosen = {row[0]: row[2] for row in rows if len(row) > 2 and row[1] == "*"}
+    assert chosen == {"ja": "sudachi-A-normalized+index-jieba", "ko": "pairs"}, result.stdout
