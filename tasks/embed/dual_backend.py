@@ -65,8 +65,14 @@ def _parts(model: str) -> tuple[str, str]:
     return english, multilingual
 
 
-def _model_id(english: ModelInfo, multilingual: ModelInfo) -> str:
-    return f"dual:{english.model_id},{multilingual.model_id}"
+def _dual_info(english: ModelInfo, multilingual: ModelInfo) -> ModelInfo:
+    """What the pair produces: its model id names both parts; the token window is English's."""
+    return ModelInfo(
+        f"dual:{english.model_id},{multilingual.model_id}",
+        english.dimension + multilingual.dimension + 1,
+        english.max_tokens,
+        multilingual=True,
+    )
 
 
 class DualEmbedder:
@@ -75,12 +81,7 @@ class DualEmbedder:
     def __init__(self, english: Embedder, multilingual: Embedder):
         self.english, self.multilingual = english, multilingual
         self._d1, self._d2 = english.info.dimension, multilingual.info.dimension
-        self.info = ModelInfo(
-            _model_id(english.info, multilingual.info),
-            self._d1 + self._d2 + 1,
-            english.info.max_tokens,
-            multilingual=True,
-        )
+        self.info = _dual_info(english.info, multilingual.info)
 
     def weighted(
         self, texts: list[str], latin: tuple[float, float, float], other: tuple[float, float]
@@ -126,13 +127,8 @@ class DualQuestions:
 
 
 def _info(model: str) -> ModelInfo:
-    english, multilingual = (model_info(spec) for spec in _parts(model))
-    return ModelInfo(
-        _model_id(english, multilingual),
-        english.dimension + multilingual.dimension + 1,
-        english.max_tokens,
-        multilingual=True,
-    )
+    english, multilingual = _parts(model)
+    return _dual_info(model_info(english), model_info(multilingual))
 
 
 def _load_part(spec: str) -> Embedder:
@@ -156,15 +152,17 @@ def _questions(model: str) -> DualQuestions:
 
 
 def _model_of(model_id: str) -> str | None:
-    if not model_id.startswith("dual:"):
-        return None
+    """ "dual:<english id>,<multilingual id>" → "<english spec>,<multilingual spec>"."""
     english, comma, multilingual = model_id.removeprefix("dual:").partition(",")
-    specs = [spec_of_model_id(part) for part in (english, multilingual)] if comma else []
-    return ",".join(spec for spec in specs if spec) if all(specs) and specs else None
+    if not model_id.startswith("dual:") or not comma:
+        return None
+    english_spec, multilingual_spec = spec_of_model_id(english), spec_of_model_id(multilingual)
+    if english_spec is None or multilingual_spec is None:
+        return None
+    return f"{english_spec},{multilingual_spec}"
 
 
 def _token_counter(model: str) -> TokenCounter | None:
-
     return token_counter(_parts(model)[0])
 
 

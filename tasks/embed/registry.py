@@ -7,7 +7,7 @@ ids it records in datasets (`model_of`, the reverse of `info`), and optionally c
 from a tokenizer file alone, prepares per-machine files, and encodes questions in its own way.
 tasks/embed/models.py imports every backend module (so use the functions below through it)
 and derives the rest from this table: `--model` help, preparing, the question encoder.
-Adding a backend is one module that calls `register` and one import line there.
+Adding a backend is one module that calls `register` and its name in BACKEND_MODULES there.
 
 `model_info` and `token_counter` read a model's configuration and tokenizer only, so planning
 a run and splitting documents never load weights; `get_embedder` loads a model once per
