@@ -122,7 +122,7 @@ def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit],
     """(qid, question, vector list, full-text list, the full-text list's term coverage) per
     query, DEPTH chunks each; kept beside the dataset, so that tuning again costs no search
     (removed with the dataset)."""
-    cache = Path(searcher.dataset.uri) / f"candidates-v3-{searcher.dataset.chunks.version}.pkl"
+    cache = Path(searcher.dataset.uri) / f"candidates-v4-{searcher.dataset.chunks.version}.pkl"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
     queries = read_queries(DevSet.named(name).queries)
@@ -132,7 +132,8 @@ def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit],
         terms: list[str] = []
         by_text = searcher._fts(q.query, None, DEPTH, None, terms)
         coverage = term_coverage(query_text(q.query).split(), terms)
-        found.append((q.qid, q.query, searcher._vector(vector, None, DEPTH), by_text, coverage))
+        by_vector = searcher._by_vector(q.query, vector, None, DEPTH, None)
+        found.append((q.qid, q.query, by_vector, by_text, coverage))
     cache.write_bytes(pickle.dumps(found))
     return found
 

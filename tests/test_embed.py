@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from tasks.embed import onnx_files
-from tasks.embed.base import token_length_groups
+from tasks.embed.base import CrossScriptRescorer, token_length_groups
+from tasks.embed.dual_backend import BEST_SENTENCE_WEIGHT, sentences
 from tasks.embed.hash_backend import HashEmbedder
 from tasks.embed.models import (
     BACKENDS,
@@ -269,6 +270,48 @@ def test_the_multilingual_default_carries_meaning_across_languages():
     scores = encoder.encode(questions) @ chunks.encode(paragraphs).T
     assert scores[0, 0] > scores[0, 2] and scores[0, 0] > scores[0, 3], "zh question, en text"
     assert scores[1, 1] > scores[1, 2] and scores[1, 1] > scores[1, 3], "en question, zh text"
+
+
+def test_sentences_divide_at_latin_and_cjk_ends_and_lines():
+    assert sentences("First one. Second: third\nfourth?  ") == [
+        "First one.",
+        "Second:",
+        "third",
+        "fourth?",
+    ]
+    assert sentences("版本号是3.5。请先更新！然后重启；完成") == [
+        "版本号是3.5。",
+        "请先更新！",
+        "然后重启；",
+        "完成",
+    ]
+    assert sentences("  ") == ["  "]  # never an empty list
+
+
+@pytest.mark.model
+def test_candidates_in_the_other_script_get_their_best_sentence_cosine():
+    """The dual question encoder adds, to a text in the other script group only, the weighted
+    cosine of the question and the text's best sentence (multilingual part)."""
+    questions = query_embedder(model_info(DEFAULT_MODEL).model_id)
+    assert isinstance(questions, CrossScriptRescorer)
+    use = get_embedder(MULTILINGUAL_MODEL)
+    texts = [
+        "The harbour opens at dawn. Honey bees find flowers by a waggle dance. Boats leave.",
+        "The harbour opens at dawn. Fishermen mend their nets. Boats leave at noon.",
+        "蜜蜂通过摇摆舞告诉同伴花的位置。",
+    ]
+    question = "蜜蜂怎样告诉同伴花在哪里？"
+    bonus = questions.cross_script_bonus(question, texts)
+    assert bonus[2] == 0.0  # the same script as the question: untouched
+    asked = use.encode([question])[0]
+    for i in (0, 1):
+        best = max(float(use.encode([s])[0] @ asked) for s in sentences(texts[i]))
+        expected = BEST_SENTENCE_WEIGHT * best / np.sqrt(2)
+        assert bonus[i] == pytest.approx(expected, abs=1e-5)
+    assert bonus[0] > bonus[1] > 0  # the sentence about bees wins
+    # an English question: the Chinese text is the other script, weighed by USE's share
+    english = questions.cross_script_bonus("How do bees show where flowers are?", texts)
+    assert english[0] == english[1] == 0.0 and english[2] > 0
 
 
 @pytest.mark.model

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tasks.dataset.dataset import Dataset
+from tasks.dataset.schema import VECTOR_COLUMN
+from tasks.embed.base import CrossScriptRescorer
 from tasks.embed.models import DEFAULT_MODEL, ENGLISH_MODEL, model_info
 from tasks.search.fusion import ENGLISH_FUSION, MULTILINGUAL_FUSION
 from tasks.search.info import index_stats
@@ -78,6 +81,26 @@ def test_a_question_finds_its_paragraph_in_the_other_language(multilingual_index
     found = searcher.search_many(questions, SearchParams(k=3, mode=mode, per_doc=True))
     for question, hits in zip(questions, found, strict=True):
         assert hits and hits[0].doc_id == ACROSS[question], (question, [h.doc_id for h in hits])
+
+
+def test_chunks_in_the_other_script_are_rescored_by_their_best_sentence(multilingual_index):
+    """In vector mode a Chinese question's English candidates score their cosine plus their
+    best sentence's bonus; its Chinese candidates keep their cosine; best first."""
+    searcher = Searcher(Dataset(multilingual_index))
+    question = "火山为什么会喷发？"
+    hits = searcher.search(question, SearchParams(k=len(PARAGRAPHS), mode="vector"))
+    assert len(hits) == len(PARAGRAPHS) and hits[0].doc_id == "en/volcano.md"
+    rescorer = searcher.embedder()
+    assert isinstance(rescorer, CrossScriptRescorer)
+    asked = rescorer.encode([question])[0]
+    table = searcher.dataset.chunks.to_arrow().select(["chunk_id", VECTOR_COLUMN]).to_pylist()
+    stored = {row["chunk_id"]: np.asarray(row[VECTOR_COLUMN]) for row in table}
+    for hit in hits:
+        cosine = float(stored[hit.chunk_id] @ asked)
+        bonus = float(rescorer.cross_script_bonus(question, [hit.text])[0])
+        assert (bonus != 0.0) == hit.doc_id.startswith("en/"), hit
+        assert hit.score == pytest.approx(cosine + bonus, abs=1e-4), hit
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
 
 
 def test_stats_and_fusion_of_a_multilingual_dataset(multilingual_index):

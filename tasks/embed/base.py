@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -41,6 +41,17 @@ class Embedder(Protocol):
     def encode(self, texts: list[str]) -> np.ndarray: ...
 
     def count_tokens(self, texts: list[str]) -> list[int]: ...
+
+
+@runtime_checkable
+class CrossScriptRescorer(Protocol):
+    """A question encoder that also re-scores candidates written in another script than the
+    question (tasks/embed/dual_backend.py): the searcher adds `cross_script_bonus` to the
+    scores of its first `rescore_depth` vector candidates."""
+
+    rescore_depth: int
+
+    def cross_script_bonus(self, question: str, texts: list[str]) -> np.ndarray: ...
 
 
 def token_length_groups(token_counts: list[int], size: int = ENCODE_BATCH_SIZE) -> list[list[int]]:

@@ -2,7 +2,9 @@
 
 Modes and what a hit's `score` means:
 - vector: cosine similarity of the question's embedding (made with the dataset's own model)
-  and the chunk's (1 − cosine distance; higher is better, at most 1).
+  and the chunk's (1 − cosine distance; higher is better). With the multilingual default,
+  the first candidates written in another script than the question also get their best
+  sentence's similarity added (tasks/embed/dual_backend.py), so a score may exceed 1.
 - fts: BM25 relevance from LanceDB's native full-text index on the analysed text
   (tasks/text/analysis.py: Chinese words, stemmed English, identifiers; unbounded, higher
   is better).
@@ -34,7 +36,7 @@ import numpy as np
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
-from tasks.embed.base import Embedder
+from tasks.embed.base import CrossScriptRescorer, Embedder
 from tasks.embed.models import model_info, model_spec_for, query_embedder
 from tasks.search.filters import chunk_filter, doc_window
 from tasks.search.fusion import Fusion, best_per_doc, fusion_for, term_coverage
@@ -163,15 +165,38 @@ class Searcher:
             return _above(self._fts(text, where, limit, None), min_score)
         assert vector is not None
         if mode == "vector":
-            return _above(self._vector(vector, where, limit), min_score)
+            return self._by_vector(text, vector, where, limit, min_score)[:limit]
         fusion = self.fusion()
         depth = max(limit, fusion.depth)
-        by_vector = _above(self._vector(vector, where, depth), min_score)
+        by_vector = self._by_vector(text, vector, where, depth, min_score)
         floor = None if min_score is None else (vector, min_score)
         terms: list[str] | None = None if fusion.full_coverage is None else []  # hits' terms
         by_text = self._fts(text, where, depth, floor, terms)
         coverage = 1.0 if terms is None else term_coverage(analysis.query_text(text).split(), terms)
         return fusion.fuse(text, by_vector, by_text, limit, coverage)
+
+    def _by_vector(
+        self,
+        text: str,
+        vector: np.ndarray,
+        where: str | None,
+        limit: int,
+        min_score: float | None,
+    ) -> list[Hit]:
+        """At least `limit` vector hits at or above `min_score` (a floor on the cosine), the
+        first ones re-scored across scripts where the model does that, best first."""
+        rescorer = self.embedder()
+        if not isinstance(rescorer, CrossScriptRescorer):
+            return _above(self._vector(vector, where, limit), min_score)
+        depth = max(limit, rescorer.rescore_depth)
+        hits = _above(self._vector(vector, where, depth), min_score)
+        head = hits[: rescorer.rescore_depth]
+        bonus = rescorer.cross_script_bonus(text, [hit.text for hit in head])
+        head = [
+            hit.rescored(hit.score + float(extra)) if extra else hit
+            for hit, extra in zip(head, bonus, strict=True)
+        ]
+        return sorted(head + hits[len(head) :], key=lambda hit: -hit.score)
 
     def _vector(self, vector: np.ndarray, where: str | None, limit: int) -> list[Hit]:
         rows = self.dataset.nearest(vector, HIT_COLUMNS, where, limit)
