@@ -113,3 +113,9 @@ def _dominant(counts: dict[Script, int]) -> Script | None:
         return counts.get(script, 0) * (WIDE_WEIGHT if script in _WIDE else 1)
 
     return max(SCRIPTS, key=weight)  # the first of a tie
+
+
+def script_of(char: str) -> Script | None:
+    """The script of one character (None when it is not a letter)."""
+    index = int(_script_table()[ord(char)])
+    return SCRIPTS[index - 1] if index else None
