@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.core.scripts import GROUPS, SCRIPTS, dominant_script, language_group, script_counts
+from tasks.core.scripts import (
+    GROUPS,
+    SCRIPTS,
+    dominant_script,
+    is_cjk,
+    language_group,
+    script_counts,
+    script_of,
+)
 
 
 @pytest.mark.parametrize(
@@ -53,3 +61,13 @@ def test_every_script_has_a_group():
     for text in ["中", "か", "한", "a", "я", "λ"]:
         assert dominant_script(text) in SCRIPTS
         assert language_group(text) in GROUPS
+
+
+def test_one_characters_script_and_whether_it_is_cjk_text():
+    assert [script_of(c) for c in "a中かカー한я1 "] == [
+        *["latin", "han", "kana", "kana", "kana", "hangul", "cyrillic", None, None]
+    ]
+    assert script_of("λ") == "other"
+    # CJK text: the three scripts, CJK punctuation and full-width forms; not Latin, spaces
+    assert all(is_cjk(c) for c in "中かカー한。、「」！（１ａ𠀀")
+    assert not any(is_cjk(c) for c in "a1 .,!é")

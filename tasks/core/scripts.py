@@ -47,13 +47,17 @@ GROUPS: tuple[Group, ...] = get_args(Group)
 HAN = r"\p{Han}"
 KANA = r"\p{Hiragana}\p{Katakana}ー"
 HANGUL = r"\p{Hangul}"
+# Chinese, Japanese and Korean: the three scripts written without spaces between words.
+CJK = HAN + KANA + HANGUL
+# What is written among them: CJK punctuation (。、「」) and full-width forms (！（１ａ).
+CJK_PUNCTUATION = r"\p{Block=CJK_Symbols_And_Punctuation}\p{Block=Halfwidth_And_Fullwidth_Forms}"
 LETTERS: dict[Script, str] = {
     "han": HAN,
     "kana": KANA,
     "hangul": HANGUL,
     "latin": r"\p{Latin}",
     "cyrillic": r"\p{Cyrillic}",
-    "other": rf"\p{{L}}--[{HAN}{KANA}{HANGUL}\p{{Latin}}\p{{Cyrillic}}]",
+    "other": rf"\p{{L}}--[{CJK}\p{{Latin}}\p{{Cyrillic}}]",
 }
 _GROUP_OF_SCRIPT: dict[Script, Group] = {
     "kana": "japanese",
@@ -113,3 +117,18 @@ def _dominant(counts: dict[Script, int]) -> Script | None:
         return counts.get(script, 0) * (WIDE_WEIGHT if script in _WIDE else 1)
 
     return max(SCRIPTS, key=weight)  # the first of a tie
+
+
+_CJK_TEXT = regex.compile(f"[{CJK}{CJK_PUNCTUATION}]")
+
+
+def is_cjk(char: str) -> bool:
+    """Whether `char` is Chinese, Japanese or Korean text: a Han, kana or Hangul character, CJK
+    punctuation or a full-width form (no space is needed between two such characters)."""
+    return _CJK_TEXT.match(char) is not None
+
+
+def script_of(char: str) -> Script | None:
+    """The script of one character (None when it is not a letter)."""
+    index = int(_script_table()[ord(char)])
+    return SCRIPTS[index - 1] if index else None

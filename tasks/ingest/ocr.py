@@ -19,8 +19,8 @@ Per page:
    median angle, cuts the page into blocks with a recursive XY cut (a column gutter only
    where both sides are taller than a line), groups each block's boxes into lines and merges
    blocks that sit close below one another in the same column into paragraphs. Segments of a
-   line are joined with a space (none between two CJK characters); a paragraph's lines with
-   a space, or with nothing in Chinese or Japanese text.
+   line are joined with a space (none between two CJK characters, `tasks.core.scripts.is_cjk`);
+   a paragraph's lines with a space, or with nothing in Chinese or Japanese text.
 
 The direction classifier (0/180 degrees) is off: pdfium applies the page's /Rotate, upside-down
 lines are rare, and the classifier flipped good lines of a Chinese page. The per-file parse
@@ -34,12 +34,13 @@ import os
 import statistics
 import threading
 import time
-import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from tasks.core.scripts import is_cjk
 
 MIN_TEXT_CHARS = 16  # a page with fewer non-blank text-layer characters may need OCR
 MIN_IMAGE_COVERAGE = 0.15  # share of the page area its images must cover to be OCR'd
@@ -289,15 +290,11 @@ def _lines(block: list[_Segment]) -> list[list[_Segment]]:
     return [sorted(line, key=lambda s: s.x0) for line in lines]
 
 
-def _is_cjk(ch: str) -> bool:
-    return unicodedata.east_asian_width(ch) in ("W", "F") and not ch.isspace()
-
-
 def _join(parts: list[str]) -> str:
     """Join pieces of text with a space, except between two CJK characters."""
     out = ""
     for part in parts:
-        if out and part and not (_is_cjk(out[-1]) and _is_cjk(part[0])):
+        if out and part and not (is_cjk(out[-1]) and is_cjk(part[0])):
             out += " "
         out += part
     return out

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import re
 
-_SNIPPET_TERM = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]+|\w{3,}")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+import regex
+
+from tasks.core.scripts import CJK
+
+_SNIPPET_TERM = regex.compile(rf"[{CJK}]+|\w{{3,}}")
+_CJK = regex.compile(f"[{CJK}]")
 _MAX_SHIFT = 40  # characters a cut may move to reach a word boundary (longer: cut anyway)
 
 

@@ -67,6 +67,8 @@ from typing import Any
 
 import regex
 
+from tasks.core.scripts import CJK, HAN, HANGUL, KANA
+
 VERSION = 2
 NAME = f"words-cjk-stemmed-v{VERSION}"  # recorded in the dataset fingerprint
 MAX_TERM_CHARS = 64  # longer terms (hashes, base64) are dropped; their parts still count
@@ -87,18 +89,15 @@ ENGLISH_STOP_WORDS = frozenset(
     """.split()
 )
 
-_HAN = r"\p{Han}"
-_KANA = r"\p{Hiragana}\p{Katakana}ー"  # ー, the prolonged sound mark, belongs to kana words
-_HANGUL = r"\p{Hangul}"
-_WORD_CHAR = rf"[\w--[{_HAN}{_KANA}{_HANGUL}]]"  # letters, marks, digits, underscore
+_WORD_CHAR = rf"[\w--[{CJK}]]"  # letters, marks, digits, underscore
 _JOINER = r"(?:::|[./\-])"  # inside one compound: std::io, a.b, x/y, covid-19
 # What may sit between the Han and kana runs of one Japanese stretch (punctuation; a Chinese
 # stretch, one without kana, is cut back into its Han runs).
 _CJK_GAP = r"[、。・「」『』【】〈〉《》〔〕〜…‥]"
 _TOKENS = regex.compile(
     rf"""
-    (?P<cjk>[{_HAN}{_KANA}]++(?:{_CJK_GAP}++[{_HAN}{_KANA}]++)*+)
-    | (?P<hangul>[{_HANGUL}]++)
+    (?P<cjk>[{HAN}{KANA}]++(?:{_CJK_GAP}++[{HAN}{KANA}]++)*+)
+    | (?P<hangul>[{HANGUL}]++)
     | (?P<number>(?<![\w.,])\d{{1,3}}(?:,\d{{3}})+(?![\w,]|\.\d))   # 1,234,567
     | (?P<word>{_WORD_CHAR}++(?:{_JOINER}{_WORD_CHAR}++)*+(?:(?:\+\+|\#)(?![\w+\#]))?)
     """,
@@ -171,9 +170,9 @@ JA_DROP_POS = frozenset({"助詞", "助動詞", "接続詞", "補助記号", "�
 # query (not told from Chinese: jieba) is cut into; a question with kana has Sudachi's only.
 JA_INDEX_JIEBA = True
 _JA_FIELDS = {"pos", "normalized_form", "dictionary_form"}
-_HAS_KANA = regex.compile(rf"[{_KANA}]")
-_HAN_RUN = regex.compile(rf"[{_HAN}]+")
-_JA_CHAR = regex.compile(rf"[{_HAN}{_KANA}]")
+_HAS_KANA = regex.compile(rf"[{KANA}]")
+_HAN_RUN = regex.compile(rf"[{HAN}]+")
+_JA_CHAR = regex.compile(rf"[{HAN}{KANA}]")
 _sudachi_local = threading.local()
 _sudachi_loading = threading.Lock()
 
@@ -240,7 +239,7 @@ def _pieces(text: str) -> Iterator[str]:
     yield text
 
 
-_GLUED = regex.compile(rf"[[\p{{L}}\p{{N}}]--[{_HAN}{_KANA}{_HANGUL}]]", regex.VERSION1)
+_GLUED = regex.compile(rf"[[\p{{L}}\p{{N}}]--[{CJK}]]", regex.VERSION1)
 _CLOSING = frozenset(")]}\"'`’”」』")
 
 
@@ -315,7 +314,7 @@ def _word(word: str, found: list[str], drop_stop_words: bool = True) -> None:
     found.append(_stem()(word) if word.isascii() and word.isalpha() else word)
 
 
-_CJK_CHAR = regex.compile(rf"[{_HAN}{_KANA}{_HANGUL}]")
+_CJK_CHAR = regex.compile(rf"[{CJK}]")
 _LETTER = regex.compile(r"\p{L}")
 
 
