@@ -43,7 +43,7 @@ from tasks.ingest.discover import ScanSettings
 from tasks.ingest.load import LoadSettings
 from tasks.ingest.pipeline import BatchSettings, file_batches, run_batches
 from tasks.ingest.report import RunProgress, publish_summary, terminal_progress
-from tasks.ingest.settings import IngestSettings
+from tasks.ingest.settings import IngestSettings, resolve_auto_model
 from tasks.ingest.steps import (
     TaskStages,
     delete_task,
@@ -67,6 +67,7 @@ def ingest(settings: IngestSettings) -> State[Any]:
     """
     logger = get_run_logger()
     started = time.perf_counter()
+    settings = resolve_auto_model(settings)  # a no-op when main() has resolved it
     summary = IngestSummary(index_uri=settings.index_uri)
     model, split = model_info(settings.model), settings.narrow(SplitSettings)
     summary.max_tokens = model.max_tokens
@@ -116,15 +117,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = settings.model_copy(update={"source_dir": str(Path(settings.source_dir).resolve())})
     runner = parse_options(parser, args, RunnerSettings)
     flow_run = ingest.with_options(task_runner=make_task_runner(runner))
-    if runner.task_runner == "threads":  # with Dask, workers parse and embed, not this process
-        start_warm_up(settings)
 
     def run() -> int:
+        chosen = resolve_auto_model(settings)  # once: the warm-up and the flow get its spec
+        if runner.task_runner == "threads":  # with Dask, workers parse and embed, not this process
+            start_warm_up(chosen)
         try:
             if SERVER is not None:
                 SERVER.wait_until_ready()
             with terminal_progress():  # a progress bar when a person watches the run
-                state = flow_run(**settings.options(), return_state=True)
+                state = flow_run(**chosen.options(), return_state=True)
                 summary: IngestSummary = state.result()
         except DatasetError:
             raise

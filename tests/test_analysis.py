@@ -287,7 +287,7 @@ def test_lancedb_whitespace_index_finds_analysed_text(tmp_path):
     from lancedb.index import FTS
     from lancedb.query import MatchQuery
 
-    from tasks.dataset.dataset import FULL_TEXT_INDEX
+    from tasks.dataset.upkeep import FULL_TEXT_INDEX
 
     docs = {
         "zh": "黑豹队的防守只丢了 308分，在联赛中排名第六。",

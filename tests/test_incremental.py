@@ -11,13 +11,14 @@ from pathlib import Path
 import lancedb
 import pytest
 
-import tasks.dataset.dataset as dataset_module
+import tasks.dataset.upkeep as upkeep_module
 import tasks.ingest.discover as discover_module
 from tasks.core.reasons import Status
 from tasks.core.records import Block, Document, LedgerEntry, SourceFile
-from tasks.dataset.dataset import KEEP_RUN_TAGS, Dataset
+from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE, Fingerprint
+from tasks.dataset.upkeep import KEEP_RUN_TAGS
 from tasks.embed.hash_backend import HashEmbedder
 from tasks.ingest.cache_keys import SPLIT_CACHE
 from tasks.ingest.discover import Scan, discover, plan_changes
@@ -168,7 +169,7 @@ def _file_count(path: str) -> int:
 
 @pytest.mark.filterwarnings("ignore:optimize\\(cleanup_older_than=0\\)")
 def test_versions_and_files_stay_bounded_over_50_small_runs(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(dataset_module, "MIN_VERSION_AGE", __import__("datetime").timedelta(0))
+    monkeypatch.setattr(upkeep_module, "MIN_VERSION_AGE", __import__("datetime").timedelta(0))
     uri = str(tmp_path / "index")
     dataset = prepared(uri)
     for name in ("b.md", "c.md"):

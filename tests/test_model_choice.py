@@ -12,7 +12,7 @@ from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import Fingerprint
 from tasks.embed.base import ModelInfo
 from tasks.embed.models import BUNDLED_MODEL_ID, DEFAULT_MODEL
-from tasks.ingest.settings import AUTO_MODEL, IngestSettings
+from tasks.ingest.settings import AUTO_MODEL, IngestSettings, resolve_auto_model
 from tasks.text.split import SplitSettings
 
 
@@ -22,6 +22,8 @@ def _built(uri: str, model_id: str) -> None:
 
 def test_a_new_dataset_gets_the_default_backend(tmp_path):
     settings = IngestSettings(source_dir=str(tmp_path), index_uri=str(tmp_path / "new"))
+    assert settings.model == AUTO_MODEL, "validation leaves `auto` as it is"
+    settings = resolve_auto_model(settings)
     assert settings.model == DEFAULT_MODEL
     assert DEFAULT_MODEL == "dual:onnx-int8-token:all-MiniLM-L6-v2,use:multilingual-v3"
     assert not (tmp_path / "new").exists() or not Dataset(str(tmp_path / "new")).exists()
@@ -38,17 +40,22 @@ def test_an_existing_dataset_keeps_the_model_it_was_built_with(tmp_path):
         (onnx_uri, "onnx-int8:all-MiniLM-L6-v2"),
         (token_uri, "onnx-int8-token:all-MiniLM-L6-v2"),
     ):
-        assert IngestSettings(source_dir=str(tmp_path), index_uri=uri).model == spec
+        default = IngestSettings(source_dir=str(tmp_path), index_uri=uri)
+        assert resolve_auto_model(default).model == spec
         auto = IngestSettings(source_dir=str(tmp_path), index_uri=uri, model=AUTO_MODEL)
-        assert auto.model == spec
+        assert resolve_auto_model(auto).model == spec
         rebuilt = IngestSettings(source_dir=str(tmp_path), index_uri=uri, rebuild=True)
-        assert rebuilt.model == spec, "--rebuild alone keeps the model; --model changes it"
+        assert resolve_auto_model(rebuilt).model == spec, (
+            "--rebuild alone keeps the model; --model changes it"
+        )
 
 
 def test_an_explicit_model_is_taken_as_given(tmp_path):
     uri = str(tmp_path / "torch")
     _built(uri, BUNDLED_MODEL_ID)
-    settings = IngestSettings(source_dir=str(tmp_path), index_uri=uri, model="hash")
+    settings = resolve_auto_model(
+        IngestSettings(source_dir=str(tmp_path), index_uri=uri, model="hash")
+    )
     assert settings.model == "hash"
     assert settings.narrow(IngestSettings) == settings, "resolved once, then plain data"
 

@@ -19,8 +19,8 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-import tasks.dataset.dataset as dataset_module
 import tasks.dataset.location as location_module
+import tasks.dataset.upkeep as upkeep_module
 from flows import evaluate as evaluate_cli
 from flows import query as query_cli
 from flows import restore as restore_cli
@@ -119,8 +119,8 @@ def _s3_options(client) -> str:
 def test_upkeep_keeps_versions_and_objects_bounded_on_s3(s3, monkeypatch):
     """Full-text index, compaction, version cleanup, tags and restore work on the object store."""
     monkeypatch.setenv(STORAGE_OPTIONS_ENV, _s3_options(s3))
-    monkeypatch.setattr(dataset_module, "MIN_VERSION_AGE", timedelta(0))
-    monkeypatch.setattr(dataset_module, "KEEP_RUN_TAGS", 2)
+    monkeypatch.setattr(upkeep_module, "MIN_VERSION_AGE", timedelta(0))
+    monkeypatch.setattr(upkeep_module, "KEEP_RUN_TAGS", 2)
     uri = f"s3://{BUCKET}/upkeep"
     dataset = Dataset(uri)
     dataset.prepare(FP)

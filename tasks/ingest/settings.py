@@ -8,13 +8,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
-from pydantic import field_validator, model_validator
+from pydantic import field_validator
 
 from tasks.core.options import option, positional
 from tasks.dataset.dataset import Dataset
-from tasks.dataset.location import DEFAULT_INDEX_URI, DatasetOption
+from tasks.dataset.location import DatasetOption
 from tasks.embed.models import DEFAULT_MODEL, known_specs, model_spec_for, parse_spec
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.load import LoadSettings
@@ -22,6 +22,7 @@ from tasks.ingest.pipeline import BatchSettings
 from tasks.text.split import SplitSettings
 
 AUTO_MODEL = "auto"  # the dataset's own model; for a new dataset, DEFAULT_MODEL
+S = TypeVar("S", bound="RunSettings")
 
 
 class RunSettings(DatasetOption):
@@ -38,20 +39,11 @@ class RunSettings(DatasetOption):
         3600.0, "seconds to wait for another ingest run on the same dataset", ge=0
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _auto_model(cls, values: Any) -> Any:
-        """Resolve `auto`: an existing dataset keeps the model it was built with (so one built
-        by an older default keeps updating as it was), a new one gets DEFAULT_MODEL."""
-        if not isinstance(values, dict) or values.get("model", AUTO_MODEL) != AUTO_MODEL:
-            return values
-        built = Dataset(str(values.get("index_uri", DEFAULT_INDEX_URI))).built_with()
-        return {**values, "model": model_spec_for(built) if built else DEFAULT_MODEL}
-
     @field_validator("model")
     @classmethod
     def _known_model(cls, value: str) -> str:
-        parse_spec(value)  # an unknown spec: a ValueError that lists the known ones
+        if value != AUTO_MODEL:  # `auto` is resolved where the run starts: resolve_auto_model
+            parse_spec(value)  # an unknown spec: a ValueError that lists the known ones
         return value
 
     @field_validator("source_dir")
@@ -64,3 +56,16 @@ class RunSettings(DatasetOption):
 
 class IngestSettings(ScanSettings, LoadSettings, BatchSettings, SplitSettings, RunSettings):
     """Every option of an ingest run (pydantic lists the fields of the last base first)."""
+
+
+def resolve_auto_model(settings: S) -> S:
+    """The settings with `--model auto` replaced by the model the run uses: an existing
+    dataset keeps the model it was built with (so one built by an older default keeps updating
+    as it was), a new one gets DEFAULT_MODEL. Any other model is kept as given.
+
+    It reads the dataset, so it is called once where a run starts, not while validating.
+    """
+    if settings.model != AUTO_MODEL:
+        return settings
+    built = Dataset(settings.index_uri).built_with()
+    return settings.model_copy(update={"model": model_spec_for(built) if built else DEFAULT_MODEL})

@@ -1,0 +1,106 @@
+"""The chunks table: chunk sets replaced in one commit, stored vectors, deletes, the two searches.
+
+`nearest` (by vector) and `matching` (by full-text relevance) are the primitives the searcher
+builds on; they return plain rows with the columns asked for and the score LanceDB gives.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from lancedb.query import MatchQuery
+from lancedb.table import Table
+
+from tasks.core.reasons import Status
+from tasks.core.records import Chunk, Document
+from tasks.dataset.ann import tune
+from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN, Fingerprint, chunk_rows
+from tasks.dataset.sql import sql_in
+from tasks.dataset.upkeep import indexed_columns
+from tasks.text import analysis
+
+
+def replace_chunks(
+    table: Table,
+    documents: list[Document],
+    chunks: list[Chunk],
+    vectors: np.ndarray,
+    fp: Fingerprint,
+    at: datetime,
+) -> None:
+    """Give every document that did not fail exactly the chunks given, in one commit.
+
+    One merge inserts and updates the new chunks and deletes the documents' other chunks. A
+    failed document is left out, so it keeps its previous chunks.
+    """
+    replaced = [doc.doc_id for doc in documents if doc.status != Status.FAILED]
+    if replaced:
+        (
+            table.merge_insert("chunk_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(sql_in("doc_id", replaced))
+            .execute(chunk_rows(documents, chunks, vectors, fp, at))
+        )
+
+
+def stored_vectors(table: Table, text_hashes: list[str]) -> dict[str, np.ndarray]:
+    """Vectors already stored for these chunk text hashes (same model: the fingerprint)."""
+    wanted = sorted(set(text_hashes))
+    if not wanted:
+        return {}
+    found = (
+        table.search()
+        .where(sql_in("text_hash", wanted))
+        .select(["text_hash", VECTOR_COLUMN])
+        .limit(None)
+        .to_arrow()
+    )
+    vectors = found.column(VECTOR_COLUMN).combine_chunks().flatten().to_numpy()
+    vectors = vectors.reshape(found.num_rows, -1) if found.num_rows else vectors
+    return dict(zip(found.column("text_hash").to_pylist(), vectors, strict=True))
+
+
+def delete_chunks(table: Table, doc_ids: list[str]) -> int:
+    """Remove these documents' chunks; returns the number of chunks deleted."""
+    before = table.count_rows()
+    table.delete(sql_in("doc_id", doc_ids))
+    return before - table.count_rows()
+
+
+def nearest(
+    table: Table, vector: np.ndarray, columns: list[str], where: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """Up to `limit` rows nearest to `vector` by cosine distance (`_distance`).
+
+    Exact below the ANN threshold, the tuned IVF index above it. A selective prefilter
+    can leave the probed index lists short of `limit` rows; then the same query runs as
+    an exact scan of the filtered rows instead.
+    """
+    query: Any = table.search(vector, vector_column_name=VECTOR_COLUMN)
+    query = tune(query.distance_type("cosine").select([*columns, "_distance"]).limit(limit))
+    if where is not None:
+        query = query.where(where, prefilter=True)
+    rows = query.to_list()
+    if where is not None and len(rows) < limit and VECTOR_COLUMN in indexed_columns(table):
+        rows = query.bypass_vector_index().to_list()
+    return rows
+
+
+def matching(
+    table: Table, text: str, columns: list[str], where: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """Up to `limit` rows by BM25 relevance (`_score`) to `text` in the full-text index:
+    the question analysed as the chunks were, any of its terms (no query syntax)."""
+    terms = analysis.query_text(text)
+    if not terms:
+        return []
+    # Any of the terms, exact (MatchQuery's defaults; its pydantic fields hide them from mypy).
+    match = MatchQuery(terms, SEARCH_TEXT_COLUMN)  # type: ignore[call-arg]
+    query = table.search(match, query_type="fts")
+    query = query.select([*columns, "_score"]).limit(limit)
+    if where is not None:
+        query = query.where(where, prefilter=True)
+    return query.to_list()

@@ -1,0 +1,60 @@
+"""The documents table: the ledger of what the last run did with each file, and its writes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from lancedb.table import Table
+
+from tasks.core.reasons import Reason, Status
+from tasks.core.records import Chunk, Document, LedgerEntry
+from tasks.dataset.schema import EPOCH, Fingerprint, document_rows
+from tasks.dataset.sql import sql_in
+
+LEDGER_COLUMNS = [
+    "doc_id", "content_hash", "status", "reason", "pipeline_fingerprint", "size", "mtime"
+]  # fmt: skip
+
+
+def read_ledger(table: Table) -> dict[str, LedgerEntry]:
+    """doc_id → what the documents table records about it."""
+    rows = table.to_arrow().select(LEDGER_COLUMNS).to_pylist()
+    return {
+        row["doc_id"]: LedgerEntry(
+            content_hash=row["content_hash"],
+            status=Status(row["status"]),
+            pipeline_fingerprint=row["pipeline_fingerprint"],
+            size=row["size"],
+            mtime_us=(row["mtime"] - EPOCH) // timedelta(microseconds=1),
+            reason=Reason.of(row["reason"]) if row["reason"] else None,
+        )
+        for row in rows
+    }
+
+
+def record(
+    table: Table, documents: list[Document], chunks: list[Chunk], fp: Fingerprint, at: datetime
+) -> None:
+    """Record each document's outcome and chunk count in one commit, counting its attempts."""
+    n_chunks: dict[str, int] = {}
+    for chunk in chunks:
+        n_chunks[chunk.doc_id] = n_chunks.get(chunk.doc_id, 0) + 1
+    previous = (
+        table.search()
+        .where(sql_in("doc_id", [doc.doc_id for doc in documents]))
+        .select(["doc_id", "attempts"])
+        .to_arrow()
+        .to_pylist()
+    )
+    attempts = {row["doc_id"]: row["attempts"] or 0 for row in previous}
+    (
+        table.merge_insert("doc_id")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute(document_rows(documents, n_chunks, attempts, fp, at))
+    )
+
+
+def forget(table: Table, doc_ids: list[str]) -> None:
+    """Remove these documents from the ledger."""
+    table.delete(sql_in("doc_id", doc_ids))
