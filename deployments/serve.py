@@ -2,7 +2,7 @@
 
     python -m deployments.serve [--source DIR] [--index URI] [--cron "0 * * * *"] [--name NAME]
 
-Registers two deployments with the Prefect API in PREFECT_API_URL (a local `prefect server
+Registers three deployments with the Prefect API in PREFECT_API_URL (a local `prefect server
 start`, see deployments/README.md), then keeps running: it picks up their scheduled and
 triggered runs and executes each one in a subprocess. Stop it with Ctrl-C (this pauses the
 schedule).
@@ -13,6 +13,9 @@ schedule).
 - `query/<name>` runs a search from the deployment's parameter form (the question and the
   search options, tasks/search/request.py) on the same dataset; its hits show as the
   `query-hits` table artifact of the run.
+- `audit/<name>` checks the dataset against the source folder on demand (flows/audit.py; with
+  the `repair` parameter it fixes what it finds); its findings show as the `audit-report`
+  table artifact, and a run that found problems ends Failed.
 
 Why a concurrency limit of 1 with the ENQUEUE strategy on `ingest`: two ingest runs writing
 the same LanceDB dataset at once would both diff against the same ledger and race on the
@@ -33,6 +36,7 @@ from prefect import serve
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 from prefect.deployments.runner import RunnerDeployment
 
+from flows.audit import audit_index
 from flows.ingest import ingest
 from flows.query_flow import query
 from tasks.dataset.location import DEFAULT_INDEX_URI, local_path
@@ -88,8 +92,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         description=f"Search {index_uri}: the hits are the run's query-hits artifact.",
         tags=["doc-indexer"],
     )
+    check = audit_index.to_deployment(
+        name=args.name,
+        parameters={"source_dir": source_dir, "index_uri": index_uri},
+        description=f"Audit {index_uri} against {source_dir} (repair: set `repair`); the "
+        "findings are the run's audit-report artifact.",
+        tags=["doc-indexer"],
+    )
     # to_deployment returns a RunnerDeployment when called outside an event loop, as here.
-    serve(cast(RunnerDeployment, reindex), cast(RunnerDeployment, search))
+    serve(*(cast(RunnerDeployment, d) for d in (reindex, search, check)))
 
 
 if __name__ == "__main__":

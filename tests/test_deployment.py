@@ -151,6 +151,21 @@ def test_served_deployment_reindexes_changes_one_run_at_a_time(stack):
     assert len(table) == 3 and table[0]["source"] == EDITED
     assert question["text"] in hits["description"]
 
+    # The audit deployment: the dataset the first run made matches its folder.
+    check = http.get(f"/deployments/name/audit/{DEPLOYMENT}").json()
+    assert check["parameters"] == search["parameters"] | {
+        "source_dir": str(stack["source"].resolve())
+    }
+    run = http.post(f"/deployments/{check['id']}/create_flow_run", json={}).json()
+    wait_terminal(stack, run["id"])  # Completed: the index is clean
+    only_run = {"artifacts": {"flow_run_id": {"any_": [run["id"]]}}}
+    (report,) = [
+        a
+        for a in http.post("/artifacts/filter", json=only_run).json()
+        if a["key"] == "audit-report"
+    ]
+    assert [row["problems"] for row in json.loads(report["data"])] == [0]
+
     # Edit one file, delete another, then trigger two runs at once: the deployment's
     # concurrency limit must hold one back (AwaitingConcurrencySlot) until the other is done.
     edited = stack["source"] / EDITED

@@ -35,9 +35,10 @@ import pyarrow as pa
 from tasks.core.reasons import Status
 from tasks.core.records import LedgerEntry
 from tasks.dataset.ann import ANN_MIN_ROWS, vector_index
-from tasks.dataset.dataset import KEY_INDEXES, Dataset
+from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import CHUNKS_TABLE, SEARCH_TEXT_COLUMN, VECTOR_COLUMN, Fingerprint
 from tasks.dataset.sql import sql_in
+from tasks.dataset.upkeep import KEY_INDEXES
 from tasks.ingest.discover import Scan, ScanSettings, discover
 from tasks.text import analysis
 
