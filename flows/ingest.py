@@ -6,9 +6,10 @@ plan (scan, diff against the ledger) → for each batch of files: load → split
 (one commit per batch) → delete vanished documents → finalize (indexes, compaction, run tag).
 
 Exit status: 0 when every file ended indexed, empty or unchanged; 2 when the run completed but
-some files failed (listed in the summary with their reasons); 1 when the run itself failed.
-The Prefect flow run says the same: Completed with the message "N file(s) failed" or "no file
-failed", or Failed.
+some files failed (listed in the summary with their reasons); 4 when --gate found search worse
+and restored the previous version; 1 when the run itself failed. The Prefect flow run says the
+same: Completed with the message "N file(s) failed" or "no file failed", or Failed (the gate's
+message has both scores).
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_run_logger
-from prefect.states import Completed, State
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.states import Completed, Failed, State
 
 from flows.cli import exit_status
+from flows.gate import GateQuestions, check_gate
 from flows.runners import RunnerSettings, make_task_runner, parallel_batches
 from tasks.core.options import add_options, flow_parameters, parse_options
 from tasks.core.reasons import Reason
@@ -43,7 +46,7 @@ from tasks.ingest.discover import ScanSettings
 from tasks.ingest.load import LoadSettings
 from tasks.ingest.pipeline import BatchSettings, file_batches, run_batches
 from tasks.ingest.report import RunProgress, publish_summary, terminal_progress
-from tasks.ingest.settings import IngestSettings, resolve_auto_model
+from tasks.ingest.settings import GateSettings, IngestSettings, resolve_auto_model
 from tasks.ingest.steps import (
     TaskStages,
     delete_task,
@@ -54,6 +57,9 @@ from tasks.ingest.steps import (
 from tasks.ingest.summary import IngestSummary
 from tasks.ingest.warmup import start_warm_up
 from tasks.text.split import SplitSettings
+
+GATE_FAILED = 4  # the exit status of a run whose gate restored the previous version
+gate_task = task(name="gate", cache_policy=NO_CACHE)(check_gate)
 
 
 @flow(name="ingest")
@@ -73,6 +79,8 @@ def ingest(settings: IngestSettings) -> State[Any]:
     summary.max_tokens = model.max_tokens
     fp = Fingerprint.of(model, split)
     dataset = Dataset(settings.index_uri)
+    gate = settings.narrow(GateSettings)
+    questions = GateQuestions.read(gate) if gate.gate else None
     with dataset.lock(settings.lock_timeout, logger):
         with summary.timed("discover"):
             dataset.prepare(fp, settings.rebuild)
@@ -80,6 +88,7 @@ def ingest(settings: IngestSettings) -> State[Any]:
             load = settings.narrow(LoadSettings)
             retry = frozenset({Reason.OCR_OFF}) if load.ocr != "off" else frozenset()
             plan = plan_task(settings.source_dir, dataset.ledger(), scan, fp.id, retry)
+            previous_tag = next(reversed(dataset.run_tags()), None) if questions else None
         summary.add_plan(plan)
         logger.info(plan.describe())
 
@@ -98,11 +107,19 @@ def ingest(settings: IngestSettings) -> State[Any]:
                 summary.run_tag = f"run-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}"
                 finalize_task(dataset, summary.run_tag)
             summary.table_version = dataset.chunks.version
+        if questions and summary.run_tag:  # a new version: is search still as good?
+            with summary.timed("gate"):
+                summary.gate = gate_task(dataset, questions, previous_tag, gate.max_drop)
+                if summary.gate.failed and previous_tag:
+                    summary.table_version = dataset.restore(previous_tag)
+                    summary.gate.restored = True
 
     summary.seconds = time.perf_counter() - started
     summary.first_forward_pass = first_forward_pass()
     logger.info("ingest finished in %.1f s: %s", summary.seconds, summary.counts_line())
     publish_summary(summary, logger)
+    if summary.gate is not None and summary.gate.failed:
+        return Failed(message=summary.outcome, data=summary)
     return Completed(message=summary.outcome, data=summary)
 
 
@@ -127,13 +144,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 SERVER.wait_until_ready()
             with terminal_progress():  # a progress bar when a person watches the run
                 state = flow_run(**chosen.options(), return_state=True)
-                summary: IngestSummary = state.result()
+                summary = state.result(raise_on_failure=False)
+            if isinstance(summary, BaseException):
+                raise summary
         except DatasetError:
             raise
         except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback
             print(f"error: the ingest run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
         print(summary.render())
+        if summary.gate is not None and summary.gate.failed:
+            return GATE_FAILED
         return 2 if summary.failed else 0
 
     return exit_status(run)

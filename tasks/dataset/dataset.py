@@ -234,6 +234,14 @@ class Dataset:
         self._fingerprint = None
         return self.chunks.version
 
+    def at(self, tag: str) -> Dataset:
+        """The dataset as the tagged run left it, read-only (another object; this one is not
+        changed): for comparing a run with the one before."""
+        past = Dataset(self.uri)
+        for name in (CHUNKS_TABLE, DOCUMENTS_TABLE):
+            past._table(name).checkout(tag)
+        return past
+
     def lock(self, timeout: float, logger: Logger) -> AbstractContextManager[None]:
         """Hold the dataset's ingest lock (see `tasks.dataset.lock`)."""
         return ingest_lock(self.uri, timeout, logger)

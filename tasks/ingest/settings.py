@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from pydantic import field_validator
 
-from tasks.core.options import option, positional
+from tasks.core.options import Settings, option, positional
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetOption
 from tasks.embed.models import DEFAULT_MODEL, known_specs, model_spec_for, parse_spec
@@ -54,7 +54,35 @@ class RunSettings(DatasetOption):
         return value
 
 
-class IngestSettings(ScanSettings, LoadSettings, BatchSettings, SplitSettings, RunSettings):
+class GateSettings(Settings):
+    """A run that makes search worse on the user's own questions is undone."""
+
+    gate: list[str] | None = option(
+        None,
+        "QUERIES.jsonl QRELS.tsv: after a run that changed the dataset, score hybrid nDCG@10 "
+        "on these; if it fell by more than --max-drop against the previous run's version, "
+        "restore that version and end the run failed",
+        several=True,
+        metavar="FILE",
+    )
+    max_drop: float = option(0.01, "the nDCG@10 drop --gate allows", ge=0)
+
+    @field_validator("gate")
+    @classmethod
+    def _two_files(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return value
+        if len(value) != 2:
+            raise ValueError("--gate takes two files: QUERIES.jsonl QRELS.tsv")
+        missing = [path for path in value if not Path(path).is_file()]
+        if missing:
+            raise ValueError(f"--gate file not found: {', '.join(missing)}")
+        return value
+
+
+class IngestSettings(
+    GateSettings, ScanSettings, LoadSettings, BatchSettings, SplitSettings, RunSettings
+):
     """Every option of an ingest run (pydantic lists the fields of the last base first)."""
 
 

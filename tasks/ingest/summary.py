@@ -27,6 +27,40 @@ class FileProblem:
 
 
 @dataclass
+class GateOutcome:
+    """Search quality on the --gate questions before and after a run (hybrid nDCG@10)."""
+
+    after: float
+    before: float | None  # the previous run's version; None when there was none
+    previous_tag: str | None
+    max_drop: float
+    restored: bool = False  # the previous version was made current again
+
+    @property
+    def failed(self) -> bool:
+        return self.before is not None and self.before - self.after > self.max_drop
+
+    def describe(self) -> str:
+        before = "no previous version" if self.before is None else f"{self.before:.4f} before"
+        verdict = (
+            f"search got worse by more than {self.max_drop:g}: {self.previous_tag} restored"
+            if self.restored
+            else "search got worse"
+            if self.failed
+            else "kept"
+        )
+        return f"gate: nDCG@10 {before}, {self.after:.4f} after: {verdict}"
+
+    def measures(self) -> dict[str, object]:
+        return {
+            "gate nDCG@10 before": "" if self.before is None else round(self.before, 4),
+            "gate nDCG@10 after": round(self.after, 4),
+            "gate allowed drop": self.max_drop,
+            "gate restored": self.previous_tag if self.restored else "",
+        }
+
+
+@dataclass
 class IngestSummary:
     """What one ingest run did; the flow's return value."""
 
@@ -53,6 +87,7 @@ class IngestSummary:
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     first_forward_pass: float | None = None  # seconds from process start, if this one embedded
+    gate: GateOutcome | None = None  # with --gate, after a run that changed the dataset
 
     @property
     def empty(self) -> int:
@@ -66,6 +101,8 @@ class IngestSummary:
     @property
     def outcome(self) -> str:
         """The flow run's state message."""
+        if self.gate is not None and self.gate.failed:
+            return self.gate.describe()
         return f"{len(self.failed)} file(s) failed" if self.failed else "no file failed"
 
     @contextmanager
@@ -146,6 +183,7 @@ class IngestSummary:
             ),
             "dataset tag": self.run_tag,
             "chunks table version": self.table_version,
+            **({} if self.gate is None else self.gate.measures()),
         }
 
     def counts_line(self) -> str:
@@ -176,6 +214,8 @@ class IngestSummary:
                 f"ocr: {ocr['pages']} pages read in {ocr['seconds']:.1f} s "
                 f"({ocr['seconds per page']:.1f} s per page)"
             )
+        if self.gate is not None:
+            lines.append(self.gate.describe())
         lines += [f"failed: {problem}" for problem in self.failed]
         lines += [f"empty: {problem}" for problem in self.empties]
         return "\n".join(lines)
