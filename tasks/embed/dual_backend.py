@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -66,6 +68,7 @@ _HALF = 1.0 / math.sqrt(2.0)
 # candidates it reads, and the weight of the best sentence's cosine.
 CROSS_SCRIPT_DEPTH = 20
 BEST_SENTENCE_WEIGHT = 0.5
+SENTENCE_CACHE_TEXTS = 2048  # chunk texts whose sentence vectors a process keeps (~40 MB)
 # Where a chunk's text divides into sentences: after CJK or Latin sentence-final punctuation
 # (Latin ones and colons only before a space), and at line breaks.
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.:])\s+|\n+")
@@ -142,6 +145,10 @@ class DualQuestions:
     def __init__(self, documents: DualEmbedder):
         self.documents = documents
         self.info = documents.info
+        # chunk text → its sentences' multilingual vectors, for the most recent
+        # SENTENCE_CACHE_TEXTS: a warm process re-scores chunks it has seen without encoding
+        self._sentence_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     def encode(self, texts: list[str]) -> np.ndarray:
         w = QUESTION_ENGLISH_WEIGHT
@@ -158,15 +165,32 @@ class DualQuestions:
         across = [i for i, text in enumerate(texts) if reads_english(text) != latin_question]
         if not across:
             return bonus
-        parts = [sentences(texts[i]) for i in across]
-        flat = [sentence for part in parts for sentence in part]
-        multilingual = self.documents.multilingual
-        cosines = multilingual.encode(flat) @ multilingual.encode([question])[0]
+        asked = self.documents.multilingual.encode([question])[0]
+        best = [float((matrix @ asked).max()) for matrix in self._sentences_of(texts, across)]
         share = math.sqrt(1 - QUESTION_ENGLISH_WEIGHT) if latin_question else 1.0
-        ends = np.cumsum([len(part) for part in parts])
-        best = np.maximum.reduceat(cosines, np.concatenate([[0], ends[:-1]]))
-        bonus[across] = BEST_SENTENCE_WEIGHT * share * _HALF * best
+        bonus[across] = BEST_SENTENCE_WEIGHT * share * _HALF * np.asarray(best)
         return bonus
+
+    def _sentences_of(self, texts: list[str], rows: list[int]) -> list[np.ndarray]:
+        """The sentence vectors of texts[i] for each i in `rows`: cached, or encoded in one
+        batch and cached."""
+        with self._cache_lock:
+            cache = self._sentence_vectors
+            known = {texts[i]: cache[texts[i]] for i in rows if texts[i] in cache}
+        missing = list(dict.fromkeys(texts[i] for i in rows if texts[i] not in known))
+        if missing:
+            parts = [sentences(text) for text in missing]
+            flat = self.documents.multilingual.encode([s for part in parts for s in part])
+            ends = np.cumsum([len(part) for part in parts])
+            for text, matrix in zip(missing, np.split(flat, ends[:-1]), strict=True):
+                known[text] = matrix
+        with self._cache_lock:
+            for text, matrix in known.items():
+                cache[text] = matrix
+                cache.move_to_end(text)
+            while len(cache) > SENTENCE_CACHE_TEXTS:
+                cache.popitem(last=False)
+        return [known[texts[i]] for i in rows]
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return self.documents.count_tokens(texts)
