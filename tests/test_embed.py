@@ -309,6 +309,8 @@ def test_candidates_in_the_other_script_get_their_best_sentence_cosine():
         expected = BEST_SENTENCE_WEIGHT * best / np.sqrt(2)
         assert bonus[i] == pytest.approx(expected, abs=1e-5)
     assert bonus[0] > bonus[1] > 0  # the sentence about bees wins
+    again = questions.cross_script_bonus(question, texts[::-1])  # from its cache, reordered
+    assert np.array_equal(again[::-1], bonus)
     # an English question: the Chinese text is the other script, weighed by USE's share
     english = questions.cross_script_bonus("How do bees show where flowers are?", texts)
     assert english[0] == english[1] == 0.0 and english[2] > 0
