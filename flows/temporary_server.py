@@ -25,8 +25,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from flows.prefect_settings import configured_api_url
@@ -81,27 +79,28 @@ class TemporaryServer:
     def wait_until_ready(self) -> None:
         """Return once the server answers its health check; RuntimeError if it cannot start
         within Prefect's server.ephemeral.startup_timeout_seconds."""
+        import httpx  # with Prefect, imported by now: the flow is next
         from prefect.context import refresh_global_settings_context
         from prefect.settings import get_current_settings
 
         timeout = get_current_settings().server.ephemeral.startup_timeout_seconds
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status = self.process.poll()
-            if status == STARTUP_FAILURE:  # as Prefect does, try another port
-                self.port = _free_port()
-                self.process = self._launch()
-                refresh_global_settings_context()  # Prefect, imported by now, reads the new URL
-                continue
-            if status is not None:
-                raise RuntimeError(f"the temporary Prefect server exited with status {status}")
-            try:
-                with urllib.request.urlopen(f"{self.address}/api/health", timeout=2) as response:
-                    if response.status == 200:
+        with httpx.Client(timeout=2) as client:
+            while time.monotonic() < deadline:
+                status = self.process.poll()
+                if status == STARTUP_FAILURE:  # as Prefect does, try another port
+                    self.port = _free_port()
+                    self.process = self._launch()
+                    refresh_global_settings_context()  # Prefect reads the new PREFECT_API_URL
+                    continue
+                if status is not None:
+                    raise RuntimeError(f"the temporary Prefect server exited with status {status}")
+                try:
+                    if client.get(f"{self.address}/api/health").status_code == 200:
                         return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.05)
         raise RuntimeError(f"the temporary Prefect server did not start within {timeout:g} s")
 
     def stop(self) -> None:
