@@ -9,11 +9,11 @@ environment defaults, before Prefect is imported.
 A user's own settings win: a setting is left alone when it is set in one of the sources
 Prefect's settings documentation lists, read here in Prefect's order: the environment, then
 `.env`, `prefect.toml` and `pyproject.toml` (`[tool.prefect]`) of the working directory, then
-the active profile. They are read without Prefect, whose settings are fixed once it is
-imported and whose import (`prefect.settings` imports all of `prefect`) costs more than a
-question without a Prefect API takes in all; tests/test_prefect_settings.py checks that this
-reading agrees with Prefect's own. Moving the home folder would hide the user's profiles
-file, so it is named explicitly.
+the active profile. They are read without Prefect: its settings are fixed once it is
+imported, and importing `prefect.settings` (all of `prefect`) would be more than half the
+wall time of a question without a Prefect API. tests/test_prefect_settings.py checks this
+reading against Prefect's own. Moving the home folder would hide the user's profiles file,
+so it is named explicitly.
 """
 
 from __future__ import annotations

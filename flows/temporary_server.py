@@ -1,18 +1,13 @@
 """Prefect's temporary API server, started by a command's main() before it imports Prefect.
 
-Without an API server configured, Prefect starts a temporary one when a flow first runs
-(`SubprocessASGIServer` in prefect.server.api.server): it imports the server's modules into
-the command's process and then waits for the server to answer, all before the flow's first
-line. Started from `main()` before the flow's modules are imported, the same server process
-starts while the command imports Prefect, LanceDB and the model, and `wait_until_ready` is
-only a check by the time the flow is called.
-
-Prefect's class cannot be used for this: importing it imports the server's modules (seconds)
-and its start() blocks until the server answers. So this module runs Prefect's command for
-that server, `uvicorn_command`, which tests/test_temporary_server.py compares with Prefect's
-own; like Prefect, it moves to another port when uvicorn cannot start on the one it drew.
-Nothing changes where an API server is configured (flows/prefect_settings.py) or Prefect is
-already imported (too late to point it elsewhere: Prefect's own temporary server applies).
+Prefect's own (`SubprocessASGIServer`, prefect.server.api.server) starts when a flow first
+runs: it imports the server's modules into the command (seconds), then waits for the server.
+Started here first, the same server process starts while the command imports Prefect,
+LanceDB and the model, and `wait_until_ready` is only a check by the time the flow is called.
+Prefect's class cannot do that (importing it is the slow part; its start() blocks), so this
+runs its command (`uvicorn_command`, compared with Prefect's by tests/test_temporary_server.py)
+and, like it, moves to another port when uvicorn cannot start. Nothing starts where an API
+server is configured (flows/prefect_settings.py) or Prefect is already imported.
 """
 
 from __future__ import annotations
