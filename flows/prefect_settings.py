@@ -6,15 +6,21 @@ command would keep its state in ~/.prefect and give a temporary API server Prefe
 applies the repository's `prefect.toml` (the one declaration of these settings) as
 environment defaults, before Prefect is imported.
 
-A user's own settings win: a setting is left alone when it is set in the environment, in a
-`prefect.toml` or `pyproject.toml` of the working directory, or in the active Prefect profile.
-Moving the home folder would hide the user's profiles file, so it is named explicitly.
+A user's own settings win: a setting is left alone when it is set in one of the sources
+Prefect's settings documentation lists, read here in Prefect's order: the environment, then
+`.env`, `prefect.toml` and `pyproject.toml` (`[tool.prefect]`) of the working directory, then
+the active profile. They are read without Prefect: its settings are fixed once it is
+imported, and importing `prefect.settings` (all of `prefect`) would be more than half the
+wall time of a question without a Prefect API. tests/test_prefect_settings.py checks this
+reading against Prefect's own. Moving the home folder would hide the user's profiles file,
+so it is named explicitly.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,31 +48,49 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _profiles_file() -> Path | None:
+def _prefect_variables(variables: Mapping[str, str | None]) -> dict[str, str]:
+    """The PREFECT_ variables among `variables`; Prefect reads their names in any case."""
+    return {
+        name.upper(): value
+        for name, value in variables.items()
+        if name.upper().startswith("PREFECT_") and value is not None
+    }
+
+
+def _dotenv(cwd: Path) -> dict[str, str]:
+    """The PREFECT_ variables of the working directory's `.env`, read as Prefect reads it."""
+    if not (cwd / ".env").is_file():
+        return {}
+    from dotenv import dotenv_values  # Prefect's reader of .env, only where there is one
+
+    return _prefect_variables(dotenv_values(cwd / ".env"))
+
+
+def _profiles_file(found: dict[str, Any]) -> Path | None:
     """The user's Prefect profiles file, where Prefect would look for it."""
-    if os.environ.get("PREFECT_PROFILES_PATH"):
-        return Path(os.environ["PREFECT_PROFILES_PATH"])
+    if found.get("PREFECT_PROFILES_PATH"):
+        return Path(found["PREFECT_PROFILES_PATH"])
     home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect")).expanduser()
     path = home / "profiles.toml"
     return path if path.is_file() else None
 
 
+def _profile(profiles: Path | None) -> dict[str, Any]:
+    """The settings of the active profile in `profiles`."""
+    document = _read(profiles) if profiles is not None else {}
+    active = os.environ.get("PREFECT_PROFILE") or document.get("active", "ephemeral")
+    return dict(document.get("profiles", {}).get(active, {}))
+
+
 def user_settings(cwd: Path) -> dict[str, Any]:
     """The Prefect settings the user has set where Prefect would read them, with their
     values (the first source Prefect would take wins)."""
-    found: dict[str, Any] = {}
-    profiles = _profiles_file()
-    if profiles is not None:
-        document = _read(profiles)
-        active = os.environ.get("PREFECT_PROFILE") or document.get("active", "ephemeral")
-        found |= document.get("profiles", {}).get(active, {})
-    found |= environment_names(_read(cwd / "pyproject.toml").get("tool", {}).get("prefect", {}))
+    found = environment_names(_read(cwd / "pyproject.toml").get("tool", {}).get("prefect", {}))
     local = cwd / "prefect.toml"
     if local.is_file() and local.resolve() != PROJECT_SETTINGS:
         found |= environment_names(_read(local))
-    return found | {
-        name: value for name, value in os.environ.items() if name.startswith("PREFECT_")
-    }
+    found |= _dotenv(cwd) | _prefect_variables(os.environ)
+    return _profile(_profiles_file(found)) | found
 
 
 def configured_api_url(cwd: Path | None = None) -> str | None:
@@ -81,7 +105,7 @@ def apply(cwd: Path | None = None) -> dict[str, str]:
     ours = environment_names(_read(PROJECT_SETTINGS))
     taken = user_settings(cwd or Path.cwd())
     applied: dict[str, str] = {}
-    profiles = _profiles_file()
+    profiles = _profiles_file(taken)
     if "PREFECT_HOME" not in taken and profiles is not None:
         applied["PREFECT_PROFILES_PATH"] = str(profiles)  # keep the user's profiles in view
     for name, value in ours.items():

@@ -17,11 +17,12 @@ crosses `/`; relative or absolute path), --type, --section TEXT (heading path co
 case), --since/--until (document modification time: ISO date or date-time, UTC unless
 stated, or an age like 7d; --until is exclusive).
 
-What is recorded: with a Prefect API configured (PREFECT_API_URL, in the environment or a
-Prefect profile), a question or a --queries-file is a run of the `query` (or `query-batch`)
-flow on that server, visible in the UI. Without one, the search runs in this process and
-nothing is recorded; --record (or --artifact) makes it a flow run anyway, on a temporary
-Prefect server. --stats, --sources and --serve are never flow runs.
+What is recorded: with a Prefect API configured (PREFECT_API_URL wherever Prefect reads it:
+the environment, .env, prefect.toml, a Prefect profile), a question or a --queries-file is a
+run of the `query` (or `query-batch`) flow on that server, visible in the UI. Without one,
+the search runs in this process and nothing is recorded; --record (or --artifact) makes it a
+flow run anyway, on a temporary Prefect server (flows/temporary_server.py). --stats,
+--sources and --serve are never flow runs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from flows import temporary_server
 from flows.cli import exit_status
 from flows.prefect_settings import configured_api_url
 from tasks.core.options import add_options, parse_options
@@ -154,11 +156,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.stats or args.sources:
         return exit_status(lambda: _describe(dataset.index_uri, args.stats, args.json))
     record = bool(args.record or args.artifact or configured_api_url())
+    # Without an API server, Prefect's temporary server starts while the model loads.
+    server = temporary_server.start() if record else None
     if args.queries_file:
         params = parse_options(parser, args, SearchParams)
-        return exit_status(lambda: _run_batch(args.queries_file, dataset.index_uri, params, record))
+        return exit_status(
+            lambda: _run_batch(args.queries_file, dataset.index_uri, params, record, server)
+        )
     request = parse_options(parser, args, QueryRequest)
-    return exit_status(lambda: _ask(request, args.model, args.json, record))
+    return exit_status(lambda: _ask(request, args.model, args.json, record, server))
 
 
 def _describe(index_uri: str, stats: bool, as_json: bool) -> int:
@@ -173,7 +179,13 @@ def _describe(index_uri: str, stats: bool, as_json: bool) -> int:
     return 0
 
 
-def _ask(request: QueryRequest, model: str | None, as_json: bool, record: bool) -> int:
+def _ask(
+    request: QueryRequest,
+    model: str | None,
+    as_json: bool,
+    record: bool,
+    server: temporary_server.TemporaryServer | None,
+) -> int:
     searcher = Searcher(Dataset(request.index_uri))  # fail fast, before Prefect or the model
     if model:
         searcher.check_model(model)
@@ -186,6 +198,8 @@ def _ask(request: QueryRequest, model: str | None, as_json: bool, record: bool) 
     if record:
         from flows.query_flow import query
 
+        if server is not None:
+            server.wait_until_ready()
         hits = query(**request.options())
     else:
         hits = searcher.search(request.text, request.narrow(SearchParams))
@@ -203,7 +217,13 @@ def _ask(request: QueryRequest, model: str | None, as_json: bool, record: bool) 
     return 0
 
 
-def _run_batch(path: str, index_uri: str, params: SearchParams, record: bool) -> int:
+def _run_batch(
+    path: str,
+    index_uri: str,
+    params: SearchParams,
+    record: bool,
+    server: temporary_server.TemporaryServer | None,
+) -> int:
     try:
         queries = read_queries(path)
     except (OSError, ValueError) as exc:
@@ -219,6 +239,8 @@ def _run_batch(path: str, index_uri: str, params: SearchParams, record: bool) ->
             searcher.embedder()
         if params.rerank:
             cross_encoder(params.rerank)
+        if server is not None:
+            server.wait_until_ready()
         results = query_batch(texts=texts, index_uri=index_uri, params=params)
     else:
         results = searcher.search_many(texts, params)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -16,9 +18,12 @@ import tasks.ingest.steps as steps_module
 from flows.ingest import ingest
 from flows.query_flow import query
 from tasks.core.reasons import Reason
+from tasks.core.records import SourceFile
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.ingest.discover import ScanSettings, discover
 from tasks.ingest.load import LoadSettings, load_batch
+from tasks.ingest.parse import ReadOptions
+from tasks.ingest.parse_worker import ParseWorker
 
 from .conftest import ROOT, SAMPLE, shared_path
 
@@ -168,6 +173,39 @@ def test_vanished_oversized_and_slow_files_fail_alone(tmp_path):
     assert docs["big.md"].reason == Reason.TOO_LARGE
     assert docs["slow.pdf"].reason == Reason.PARSE_TIMEOUT
     assert docs["fine.md"].status == "indexed", "a fresh parser process took over"
+
+
+def test_a_parser_process_that_dies_costs_only_its_file(tmp_path):
+    shutil.copyfile(SAMPLE / "r-manuals" / "R-data.pdf", tmp_path / "slow.pdf")
+    (tmp_path / "fine.md").write_text("# Fine\n\nStill indexed.", "utf-8")
+    sources = {f.doc_id: f for f in discover(tmp_path).files}
+    worker = ParseWorker()
+    worker.start()
+    assert worker._process is not None
+    threading.Timer(0.3, worker._process.kill).start()  # dies while it parses slow.pdf
+    crashed = worker.load(sources["slow.pdf"], ReadOptions(), timeout=600)
+    assert crashed.reason == Reason.PARSE_CRASH, crashed.error
+    fine = worker.load(sources["fine.md"], ReadOptions(), timeout=600)
+    assert fine.status == "indexed", "a fresh parser process took over"
+
+
+def _parse_from_a_daemon(source: SourceFile, statuses: multiprocessing.Queue) -> None:
+    statuses.put(ParseWorker().load(source, ReadOptions(), timeout=600).status)
+
+
+def test_the_parser_process_starts_from_a_daemonic_process_as_on_dask(tmp_path):
+    """Dask's workers are daemonic processes, which may not start multiprocessing children
+    (so neither a pool built on multiprocessing, such as pebble's): the parser process is a
+    plain subprocess, and loads run on Dask's workers."""
+    (tmp_path / "fine.md").write_text("# Fine\n\nParsed on a worker.", "utf-8")
+    [source] = discover(tmp_path).files
+    context = multiprocessing.get_context("spawn")
+    statuses = context.Queue()
+    daemon = context.Process(target=_parse_from_a_daemon, args=(source, statuses), daemon=True)
+    daemon.start()
+    daemon.join(timeout=600)
+    assert daemon.exitcode == 0
+    assert statuses.get(timeout=10) == "indexed"
 
 
 def test_thirty_percent_injected_failures_still_give_the_clean_table(

@@ -68,10 +68,10 @@ def test_the_users_environment_folder_and_profile_win(clean_env, tmp_path):
     assert applied["PREFECT_HOME"] == str(ROOT / ".prefect")
 
 
-def run_probe(cwd: Path, **env: str) -> str:
+def run_probe(cwd: Path, probe: str = PROBE, **env: str) -> str:
     base = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     result = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", probe],
         cwd=cwd,
         env={**base, "HOME": str(cwd), **env},
         capture_output=True,
@@ -87,3 +87,40 @@ def test_a_command_in_another_folder_sees_the_project_settings(tmp_path):
     assert run_probe(tmp_path, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="33").startswith(
         f"{ROOT / '.prefect'} 33"
     )
+
+
+def test_what_counts_as_set_by_the_user_is_what_prefect_reads(clean_env, tmp_path, monkeypatch):
+    """Every source Prefect reads (environment, .env, prefect.toml, pyproject.toml, the
+    profile .env names) gives the settings Prefect's own Settings sees as set, and only those."""
+    from prefect.settings import Settings
+
+    monkeypatch.chdir(tmp_path)
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text(
+        'active = "mine"\n[profiles.mine]\nPREFECT_SERVER_ANALYTICS_ENABLED = "true"\n'
+    )
+    clean_env["PREFECT_LOGGING_LEVEL"] = "DEBUG"
+    (tmp_path / ".env").write_text(
+        f"PREFECT_API_URL=http://127.0.0.1:4299/api\nPREFECT_PROFILES_PATH={profiles}\n"
+    )
+    (tmp_path / "prefect.toml").write_text("[server.ephemeral]\nstartup_timeout_seconds = 45\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.prefect]\nhome = "elsewhere"\n')
+    names = set(prefect_settings.environment_names(prefect_settings._read(ROOT / "prefect.toml")))
+    names |= {"PREFECT_API_URL", "PREFECT_PROFILES_PATH"}
+    ours = set(prefect_settings.user_settings(tmp_path)) & names
+    assert ours == names, "each source counts"
+    assert set(Settings().to_environment_variables(exclude_unset=True)) & names == ours
+    assert prefect_settings.configured_api_url(tmp_path) == "http://127.0.0.1:4299/api"
+
+
+def test_an_api_url_in_the_folders_env_file_is_honoured(tmp_path):
+    """A PREFECT_API_URL in `.env` is where the command's runs go: no temporary server."""
+    (tmp_path / ".env").write_text("PREFECT_API_URL=http://127.0.0.1:4299/api\n")
+    probe = (
+        "import flows\n"
+        "from flows import temporary_server\n"
+        "server = temporary_server.start()\n"
+        "from prefect.settings import get_current_settings\n"
+        "print(server, get_current_settings().api.url)\n"
+    )
+    assert run_probe(tmp_path, probe) == "None http://127.0.0.1:4299/api"
