@@ -90,6 +90,7 @@ def ingest(settings: IngestSettings) -> State[Any]:
         with summary.timed("write"):
             summary.chunks_deleted = delete_task(dataset, list(plan.removed))
             summary.removed = len(plan.removed)
+            dataset.refresh_stats(list(plan.touched))  # the scan's fast path, next time
         with summary.timed("finalize"):
             if plan.changes or not dataset.is_finalized():  # else: no new version to tag
                 summary.run_tag = f"run-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}"

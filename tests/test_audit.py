@@ -132,6 +132,24 @@ def test_the_audit_finds_each_corruption(copy, corrupt):
     assert {check for check, _ in found} <= expected | implied, report.render()
 
 
+def test_a_touched_file_is_refreshed_by_the_next_run_not_reindexed(copy):
+    """Same bytes, new mtime: the audit sees the ledger's mtime out of date; the next ingest
+    records it without re-indexing, and the audit is clean again."""
+    import os
+
+    from flows.ingest import ingest
+
+    source, dataset = copy
+    os.utime(source / "guide/errors.md", (1_700_000_000, 1_700_000_000))
+    found = audit(Dataset(dataset.uri), str(source)).problems
+    assert [(p.check, p.subject, p.detail) for p in found] == [
+        (Check.FILE_CHANGED, "guide/errors.md", "mtime")
+    ]
+    summary = ingest(source_dir=str(source), index_uri=dataset.uri)
+    assert (summary.indexed, summary.chunks_written) == (0, 0)
+    assert audit(Dataset(dataset.uri), str(source)).clean
+
+
 def test_repair_makes_every_corruption_clean_with_a_clean_ingests_chunks(copy, tmp_path):
     """All the corruptions at once: the command exits 3, --repair exits 0, and the chunks
     equal those of a clean ingest of the folder as it now is."""

@@ -4,8 +4,9 @@
   fraction of its calls, deterministically (calls are counted per process and the failures
   are spread evenly, never two in a row below a rate of 0.5), so retries recover.
 - DOC_INDEXER_CRASH="write:2": the process kills itself with SIGKILL at the 2nd time it
-  reaches crash point `write` (points: load, embed, write — the last one sits between the
-  chunks commit and the ledger commit of a batch).
+  reaches crash point `write`. Points: load, embed, write (between the chunks commit and the
+  ledger commit of a batch), delete (the same for vanished documents), index (indexes made,
+  nothing compacted), compact (after each table's compaction, before its run tag).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import numpy as np
 from lancedb.table import Table
 
 from tasks.core import faults
-from tasks.core.records import Chunk, Document, LedgerEntry
+from tasks.core.records import Chunk, Document, LedgerEntry, SourceFile
 from tasks.dataset import chunk_store, ledger, upkeep
 from tasks.dataset.location import DatasetError, connect
 from tasks.dataset.lock import Logger, ingest_lock
@@ -193,6 +193,11 @@ class Dataset:
         """Mark documents failed in the ledger only; their old chunks stay searchable."""
         ledger.record(self.documents, documents, [], self.fingerprint, now())
 
+    def refresh_stats(self, sources: list[SourceFile]) -> None:
+        """Record new sizes and mtimes of files whose bytes are unchanged (ledger only)."""
+        if sources:
+            ledger.refresh_stats(self.documents, sources)
+
     def delete(self, doc_ids: list[str]) -> int:
         """Remove documents and their chunks; returns the number of chunks deleted.
 
@@ -202,6 +207,7 @@ class Dataset:
         if not doc_ids:
             return 0
         deleted = chunk_store.delete_chunks(self.chunks, list(doc_ids))
+        faults.maybe_crash("delete")  # between the chunks commit and the ledger commit
         ledger.forget(self.documents, list(doc_ids))
         return deleted
 

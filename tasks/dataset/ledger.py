@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pyarrow as pa
 from lancedb.table import Table
 
 from tasks.core.reasons import Reason, Status
-from tasks.core.records import Chunk, Document, LedgerEntry
+from tasks.core.records import Chunk, Document, LedgerEntry, SourceFile
 from tasks.dataset.schema import EPOCH, Fingerprint, document_rows
 from tasks.dataset.sql import sql_in
 
@@ -58,3 +59,19 @@ def record(
 def forget(table: Table, doc_ids: list[str]) -> None:
     """Remove these documents from the ledger."""
     table.delete(sql_in("doc_id", doc_ids))
+
+
+def refresh_stats(table: Table, sources: list[SourceFile]) -> None:
+    """Record the size and mtime of files whose bytes did not change (touched, copied), in one
+    commit, so the next scan takes the fast path for them again."""
+    rows = pa.table(
+        {
+            "doc_id": [source.doc_id for source in sources],
+            "size": pa.array([source.size for source in sources], pa.int64()),
+            "mtime": pa.array(
+                [EPOCH + timedelta(microseconds=source.mtime_us) for source in sources],
+                pa.timestamp("us", tz="UTC"),
+            ),
+        }
+    )
+    table.merge_insert("doc_id").when_matched_update_all().execute(rows)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from lancedb.index import FTS
 from lancedb.table import Table
 
+from tasks.core import faults
 from tasks.dataset.ann import refresh_vector_index
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE, SEARCH_TEXT_COLUMN
@@ -57,6 +58,7 @@ def finalize(chunks: Table, documents: Table, run_tag: str) -> None:
     if chunks.count_rows() > 0 and SEARCH_TEXT_COLUMN not in indexed_columns(chunks):
         chunks.create_index(SEARCH_TEXT_COLUMN, config=FULL_TEXT_INDEX)
     refresh_vector_index(chunks)  # an ANN index once the table is big enough
+    faults.maybe_crash("index")  # indexes made, nothing compacted or tagged yet
     for table in (chunks, documents):
         tags = sorted(t for t in table.tags.list() if t.startswith(RUN_TAG_PREFIX))
         for old in tags[: max(0, len(tags) - (KEEP_RUN_TAGS - 1))]:
@@ -65,6 +67,7 @@ def finalize(chunks: Table, documents: Table, run_tag: str) -> None:
         # second pass has nothing to compact, so its cutoff lands right before the oldest
         # tagged version.
         table.optimize(cleanup_older_than=_cleanup_age(table, margin=timedelta(hours=1)))
+        faults.maybe_crash("compact")  # 1st: chunks compacted, untagged; 2nd: the documents
         _clean_up_to_oldest_tag(table)
         table.tags.create(run_tag, table.version)
 

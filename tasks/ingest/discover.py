@@ -122,11 +122,12 @@ class Plan:
     removed: tuple[str, ...]  # doc_ids in the ledger that are no longer on disk
     kept_unseen: tuple[str, ...] = ()  # not seen, but under a folder that could not be listed
     unreadable_dirs: tuple[str, ...] = ()  # folders the scan could not list
+    touched: tuple[SourceFile, ...] = ()  # unchanged bytes, but another size or mtime
 
     @property
     def changes(self) -> bool:
         """Whether the run has anything to write."""
-        return bool(self.to_index or self.removed)
+        return bool(self.to_index or self.removed or self.touched)
 
     @property
     def files_seen(self) -> int:
@@ -160,6 +161,7 @@ def plan_changes(
     """
     to_index: list[SourceFile] = []
     unchanged: list[SourceFile] = []
+    touched: list[SourceFile] = []
     for source in scan.files:
         entry = ledger.get(source.doc_id)
         same = (
@@ -171,6 +173,16 @@ def plan_changes(
             and entry.reason not in retry
         )
         (unchanged if same else to_index).append(source)
+        if (
+            same
+            and entry is not None
+            and (entry.size, entry.mtime_us)
+            != (
+                source.size,
+                source.mtime_us,
+            )
+        ):
+            touched.append(source)
     seen = {source.doc_id for source in scan.files}
     unseen = sorted(doc_id for doc_id in ledger if doc_id not in seen)
     hidden = {d for d in unseen if any(_under(d, folder) for folder in scan.unreadable_dirs)}
@@ -181,6 +193,7 @@ def plan_changes(
         tuple(removed),
         tuple(sorted(hidden)),
         scan.unreadable_dirs,
+        tuple(touched),
     )
 
 
