@@ -5,15 +5,16 @@
 
 Rows are synthetic but written as an ingest writes them. The passages are the XQuAD-en and
 XQuAD-zh paragraphs of ../shared/eval (240 English, 240 Chinese), loaded and split by the
-ingest's own steps and embedded with the default model (tasks.embed.models.DEFAULT_MODEL,
-the real one: only the passages are embedded, so 100,000 rows take no longer to embed than
-10,000). Each row is a passage's vector with Gaussian noise (cosine about 0.85 to it) and a
-random stretch of 70% of its text (words in English, characters in Chinese), so that vector
-clusters and full-text term statistics resemble a real corpus in both languages. Rows go
-into the dataset through the ingest's write (`Dataset.prepare`, `Dataset.write_batch`: the
-chunk rows with their analysed `search_text`, the documents ledger) and its upkeep step
-(`Dataset.finalize`: the full-text index, the vector index above tasks.dataset.ann.
-ANN_MIN_ROWS, compaction). Queries are real XQuAD questions, English and Chinese in turn.
+ingest's own steps and embedded with the default model (tasks.embed.models.DEFAULT_MODEL:
+the real one, not the `hash:` test embedder; only the passages are embedded, so 100,000 rows
+take no longer to embed than 10,000). Each row is a passage's vector with Gaussian noise
+(cosine about 0.85 to it) and a random stretch of 70% of its text (words in English,
+characters in Chinese), so that vector clusters and full-text term statistics resemble a
+real corpus in both languages. Rows go into the dataset through the ingest's write
+(`Dataset.prepare`, `Dataset.write_batch`: the chunk rows with their analysed `search_text`,
+the documents ledger) and its upkeep step (`Dataset.finalize`: the full-text index, the
+vector index above tasks.dataset.ann.ANN_MIN_ROWS, compaction). Queries are real XQuAD
+questions, English and Chinese in turn.
 
 Reports, per size: p50/p95 of a whole query (embedding included, on one torch thread as in
 the service, see tasks.embed.models.prefer_latency) per mode in-process and over HTTP (`--serve` in
@@ -272,7 +273,9 @@ def sweep(
 
 def main() -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.query", description=(__doc__ or "").splitlines()[0]
+        prog="python -m benchmarks.query",
+        description=__doc__,  # what the rows are, the vectors' model included
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=50)

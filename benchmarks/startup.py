@@ -17,8 +17,9 @@ The corpus defaults to ../shared/corpus/md/rust-book; its dataset is built once 
 any version of the code. Prints a table and one JSON line.
 
 `--smoke` runs every command once, on SMOKE_FILES of data/sample copied to a temporary folder
-(its dataset there too; no ../shared), and times the server-running commands against the
-server PREFECT_API_URL names when it is set (a test's) instead of starting one.
+(its dataset there too; no ../shared), and builds the dataset and times the server-running
+commands against the server PREFECT_API_URL names when it is set (a test's) instead of
+starting one.
 """
 
 from __future__ import annotations
@@ -110,10 +111,12 @@ def main() -> int:
         return 0
     index = Path(args.index or ROOT / ".cache" / "bench" / f"{corpus.name}-index").resolve()
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    # --smoke: the server that PREFECT_API_URL names (a test's), when set, instead of a new one
+    running = os.environ.get("PREFECT_API_URL") if args.smoke else None
     ingest = ["-m", "flows.ingest", str(corpus), "--index", str(index)]
     if not index.exists():
         print(f"building {index} from {corpus} …", file=sys.stderr, flush=True)
-        _run(ingest, env)
+        _run(ingest, {**env, "PREFECT_API_URL": running} if running else env)
     query = ["-m", "flows.query", "--index", str(index)]
     commands = {
         "floor: import prefect, lancedb": ["-c", "import prefect, lancedb"],
@@ -134,8 +137,6 @@ def main() -> int:
     result["query, default mode, no server, another folder"] = _median(
         [*query, QUESTION], {**env, "PYTHONPATH": str(ROOT)}, args.runs, cwd=elsewhere
     )
-    # --smoke: the server that PREFECT_API_URL names (a test's), when set, instead of a new one
-    running = os.environ.get("PREFECT_API_URL") if args.smoke else None
     server, api = (None, running) if running else _start_server(elsewhere / "server-home", env)
     try:
         for name, argv in with_server.items():

@@ -3,10 +3,11 @@
 Each runs as `python -m benchmarks.NAME --smoke` in a child process, with the network blocked
 (tests/offline.py), a fresh Prefect home and its temporary folders under tmp_path; those that
 run flows use the session's Prefect test server (ingest and startup where their smoke mode
-allows: their no-server runs still start a temporary one). The tests read the
-table's header and row labels and the counts a run must give, never a figure of time or
-speed: measuring is the scripts' job (benchmarks/RESULTS.md). benchmarks/analysers.py's smoke
-mode is run by tests/test_analysis.py, which also checks the analysers it chooses.
+allows: their no-server runs still start a temporary one). The checks read the table's header
+and row labels and the counts a run must give, never a figure of time or speed: measuring is
+the scripts' job (benchmarks/RESULTS.md). The runs start together, PARALLEL at a time, when
+the first of these tests needs one. benchmarks/analysers.py's smoke mode is run by
+tests/test_analysis.py, which also checks the analysers it chooses.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,15 +27,15 @@ import pytest
 from tasks.embed.models import BUNDLED_MODEL, DEFAULT_MODEL
 from tasks.search.params import MODES
 
-from .conftest import ROOT, shared_path
+from .conftest import ROOT, SHARED, shared_path
 from .offline import offline_env
 
-SMOKE_TESTED_ELSEWHERE = {"analysers": "tests/test_analysis.py"}
-SMOKE_TESTED_HERE = ("embedders", "incremental", "ingest", "quality", "query", "rerank", "startup")
+PARALLEL = 2  # smoke runs at once: most are one busy thread at a time
 
 
-def run_smoke(name: str, tmp_path: Path, env: dict[str, str] | None = None, *extra: str) -> str:
-    """stdout of `python -m benchmarks.NAME --smoke`, which must exit 0 without going online."""
+def run_smoke(name: str, tmp_path: Path, env: dict[str, str] | None, extra: tuple[str, ...]) -> str:
+    """stdout of `python -m benchmarks.NAME --smoke`, which must exit 0 without going online;
+    `env` None: this environment without a Prefect API (nothing it runs needs one)."""
     base = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} if env is None else env
     (tmp_path / "tmp").mkdir()
     guarded, attempts = offline_env(
@@ -64,21 +68,9 @@ def assert_lines(stdout: str, *patterns: str) -> None:
         assert any(re.fullmatch(pattern, line) for line in lines), f"{pattern!r} in\n{stdout}"
 
 
-def test_every_benchmark_has_a_smoke_mode_that_a_test_runs():
-    scripts = {path.stem for path in (ROOT / "benchmarks").glob("*.py")}
-    assert scripts == {*SMOKE_TESTED_HERE, *SMOKE_TESTED_ELSEWHERE}
-    for name in scripts:
-        assert '"--smoke"' in (ROOT / "benchmarks" / f"{name}.py").read_text("utf-8"), name
-    for name, test_file in SMOKE_TESTED_ELSEWHERE.items():
-        assert f'"benchmarks.{name}", "--smoke"' in (ROOT / test_file).read_text("utf-8")
-
-
-@pytest.mark.integration
-@pytest.mark.model
-def test_query_benchmark_builds_its_rows_as_an_ingest_and_times_every_mode(tmp_path):
+def check_query(out: str) -> None:
     """English and Chinese rows written by the ingest's write and upkeep steps: every mode
     answers, in process and over HTTP (full text needs the analysed column and its index)."""
-    out = run_smoke("query", tmp_path, None, "--sweep")
     times = r"p50 +[\d.]+ ms  p95 +[\d.]+ ms"
     assert_lines(
         out,
@@ -96,10 +88,8 @@ def test_query_benchmark_builds_its_rows_as_an_ingest_and_times_every_mode(tmp_p
     assert report["vector_index"] is False
 
 
-@pytest.mark.integration
-@pytest.mark.model
-def test_embedders_benchmark_encodes_with_every_backend(tmp_path):
-    out = run_smoke("embedders", tmp_path)
+def check_embedders(out: str) -> None:
+    """Every backend, and the per-token one with 2 worker threads, encodes the chunks."""
     token = f"onnx-int8-token:{BUNDLED_MODEL} workers=2"
     specs = [DEFAULT_MODEL, BUNDLED_MODEL, f"onnx:{BUNDLED_MODEL}", f"onnx-int8:{BUNDLED_MODEL}"]
     assert_lines(
@@ -110,10 +100,8 @@ def test_embedders_benchmark_encodes_with_every_backend(tmp_path):
     assert set(json_line(out)) == {*specs, token}
 
 
-@pytest.mark.integration
-@pytest.mark.model
-def test_incremental_benchmark_runs_full_unchanged_edited_and_deleted(subprocess_env, tmp_path):
-    out = run_smoke("incremental", tmp_path, subprocess_env)
+def check_incremental(out: str) -> None:
+    """A full run, a no-change run, an edit and a deletion, each doing what it must."""
     assert_lines(
         out,
         r"4 files, \d+ chunks in the final index",
@@ -128,10 +116,8 @@ def test_incremental_benchmark_runs_full_unchanged_edited_and_deleted(subprocess
     assert runs[2]["chunks_reused"] > 0  # the edited files' unchanged chunks kept their vectors
 
 
-@pytest.mark.integration
-@pytest.mark.model
-def test_ingest_benchmark_times_the_whole_command_and_a_no_change_rerun(subprocess_env, tmp_path):
-    out = run_smoke("ingest", tmp_path, subprocess_env)
+def check_ingest(out: str) -> None:
+    """The whole command, the yardstick encode and a no-change re-run that writes nothing."""
     keys = (
         "source_dir", "model", "chunks", "whole_process_wall_s", "torch_encode_s", "ratio",
         "first_forward_pass_s", "peak_rss_ingest_process_mib", "peak_rss_process_tree_mib",
@@ -143,12 +129,8 @@ def test_ingest_benchmark_times_the_whole_command_and_a_no_change_rerun(subproce
     assert result["chunks"] > 0 and result["no_change_rerun_written"] == 0
 
 
-@pytest.mark.integration
-@pytest.mark.model
-def test_quality_benchmark_scores_english_and_chinese_in_every_mode(subprocess_env, tmp_path):
-    shared_path("eval", "xquad-en")
-    shared_path("eval", "xquad-zh")
-    out = run_smoke("quality", tmp_path, subprocess_env)
+def check_quality(out: str) -> None:
+    """English and Chinese sets scored in every mode, each finding some judged documents."""
     cell = r" +[\d.]+ \([\d.]+, [\d.]+; [\d.]+\)"
     assert_lines(
         out,
@@ -164,20 +146,16 @@ def test_quality_benchmark_scores_english_and_chinese_in_every_mode(subprocess_e
         assert all(0 < figures["ndcg@10"] <= 1 for figures in modes.values()), (name, modes)
 
 
-@pytest.mark.integration
-@pytest.mark.model
-def test_rerank_benchmark_times_the_cross_encoder_on_one_and_all_threads(tmp_path):
-    out = run_smoke("rerank", tmp_path)
+def check_rerank(out: str) -> None:
+    """The cross-encoder re-scores on one thread and on the default threads."""
     row = r"threads {} +depth +5: wall p50 +[\d.]+ ms  p95 +[\d.]+ ms  cpu p50 +[\d.]+ ms"
     assert_lines(
         out, r"\d+ candidate chunks, 3 questions; torch .*", row.format(1), row.format(r"\d+")
     )
 
 
-@pytest.mark.integration
-@pytest.mark.model
-def test_startup_benchmark_times_every_everyday_command(subprocess_env, tmp_path):
-    out = run_smoke("startup", tmp_path, subprocess_env)
+def check_startup(out: str) -> None:
+    """Every everyday command, without and with a Prefect server."""
     with_server = ("query, default mode", "query, --mode fts", "ingest, no change")
     rows = [
         "floor: import prefect, lancedb",
@@ -195,3 +173,76 @@ def test_startup_benchmark_times_every_everyday_command(subprocess_env, tmp_path
         *(rf"{re.escape(name)} +[\d.]+" for name in rows),
     )
     assert list(json_line(out)) == rows
+
+
+@dataclass(frozen=True)
+class Smoke:
+    """How a benchmark's smoke run starts and what its output must show."""
+
+    check: Callable[[str], None]
+    extra: tuple[str, ...] = ()  # arguments after --smoke
+    test_server: bool = False  # runs flows: against the session's Prefect test server
+    shared: tuple[str, ...] = ()  # what it needs under ../shared; skipped without it
+
+
+# Longest first, so that PARALLEL runs at a time end close together.
+SMOKE = {
+    "startup": Smoke(check_startup, test_server=True),
+    "ingest": Smoke(check_ingest, test_server=True),
+    "embedders": Smoke(check_embedders),
+    "query": Smoke(check_query, ("--sweep",)),
+    "quality": Smoke(check_quality, test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")),
+    "rerank": Smoke(check_rerank),
+    "incremental": Smoke(check_incremental, test_server=True),
+}
+SMOKE_TESTED_ELSEWHERE = {"analysers": "tests/test_analysis.py"}
+
+
+def test_every_benchmark_has_a_smoke_mode_that_a_test_runs():
+    scripts = {path.stem for path in (ROOT / "benchmarks").glob("*.py")}
+    assert scripts == {*SMOKE, *SMOKE_TESTED_ELSEWHERE}
+    for name in scripts:
+        assert '"--smoke"' in (ROOT / "benchmarks" / f"{name}.py").read_text("utf-8"), name
+    for name, test_file in SMOKE_TESTED_ELSEWHERE.items():
+        assert f'"benchmarks.{name}", "--smoke"' in (ROOT / test_file).read_text("utf-8")
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(request, tmp_path_factory) -> Iterator[dict[str, Future[str]]]:
+    """The smoke runs of the scripts whose tests were collected (those with what they need
+    under ../shared), all submitted at once and run PARALLEL at a time."""
+    wanted = {
+        item.callspec.params["script"]
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
+    }
+    runnable = [
+        name
+        for name in SMOKE
+        if name in wanted and all((SHARED / part).exists() for part in SMOKE[name].shared)
+    ]
+    on_server = any(SMOKE[name].test_server for name in runnable)
+    server_env = request.getfixturevalue("subprocess_env") if on_server else None
+    pool = ThreadPoolExecutor(PARALLEL)
+    try:
+        yield {
+            name: pool.submit(
+                run_smoke,
+                name,
+                tmp_path_factory.mktemp(f"smoke-{name}"),
+                server_env if SMOKE[name].test_server else None,
+                SMOKE[name].extra,
+            )
+            for name in runnable
+        }
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.integration
+@pytest.mark.model
+@pytest.mark.parametrize("script", SMOKE)
+def test_the_benchmark_runs_in_its_smoke_mode_and_prints_its_table(script, smoke_runs):
+    for part in SMOKE[script].shared:
+        shared_path(*part.split("/"))
+    SMOKE[script].check(smoke_runs[script].result())
