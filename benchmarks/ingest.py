@@ -1,7 +1,7 @@
 """Ingest speed and memory: the whole command next to the model's own encode of the same texts.
 
     .venv/bin/python -m benchmarks.ingest [DIR] [--model SPEC] [--batch-size N]
-        [--generate-md N [--sections]] [--in-process [--first-run-only]]
+        [--generate-md N [--sections]] [--in-process [--first-run-only]] [--smoke]
 
 Default (whole process): `python -m flows.ingest DIR` runs as a fresh process with a fresh
 Prefect home and no API server (so it starts a temporary one, as a user's first run does); its
@@ -22,6 +22,11 @@ per stage, peak RSS by quarter, OCR pages/s (e.g. on
 library's `model.encode` and the pipeline's grouped encoder) and an unchanged second run;
 --first-run-only stops after the first run.
 Prints a table and one JSON line.
+
+`--smoke`: DIR is SMOKE_FILES of data/sample (English and Chinese, Markdown and HTML) copied
+to a temporary folder, --generate-md cycles data/sample/rust-book instead of
+../shared/corpus/md, and the whole-process runs keep PREFECT_API_URL when it is set (a test's
+server) instead of starting a temporary server: the same runs in seconds.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,17 +60,35 @@ DEFAULT_TORCH_MODEL = "all-MiniLM-L6-v2"  # the yardstick: bundled model on torc
 from tasks.embed.torch_backend import SentenceTransformerEmbedder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample"
+SHARED_MD = ROOT.parent / "shared" / "corpus" / "md"
+SMOKE_FILES = (  # under data/sample
+    "rust-book/ch04-01-what-is-ownership.md",
+    "python-docs/venv.html",
+    "debian-handbook-zh-cn/sect.apt-file.html",
+)
 
 
-def generate_markdown(count: int, target: Path, sections: bool = False) -> Path:
-    """`count` Markdown files cycled from the shared corpus, each line made unique per copy.
+def smoke_folder(target: Path) -> Path:
+    """SMOKE_FILES copied under `target`, in their data/sample folders."""
+    for relative in SMOKE_FILES:
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(SAMPLE / relative, target / relative)
+    return target
+
+
+def generate_markdown(
+    count: int, target: Path, sections: bool = False, source: Path = SHARED_MD
+) -> Path:
+    """`count` Markdown files cycled from `source` (the shared corpus), each line made unique
+    per copy.
 
     Whole chapters by default; with `sections`, one section (heading to next heading) each.
     """
-    sources = sorted((ROOT.parent / "shared" / "corpus" / "md").rglob("*.md"))
+    sources = sorted(source.rglob("*.md"))
     sources = [p for p in sources if p.stat().st_size > 2000]
     if not sources:
-        raise SystemExit("../shared/corpus/md not found: cannot generate the Markdown set")
+        raise SystemExit(f"{source} not found: cannot generate the Markdown set")
     texts = [p.read_text("utf-8") for p in sources]
     if sections:
         texts = [part for text in texts for part in re.split(r"\n(?=#+ )", text) if part.strip()]
@@ -143,10 +167,18 @@ def main() -> int:
         action="store_true",
         help="run the flow function in this process: stage seconds, OCR pages/s, raw encodes",
     )
+    parser.add_argument(
+        "--smoke", action="store_true", help="3 files of data/sample (no ../shared), in seconds"
+    )
     args = parser.parse_args()
     uri = str(WORK / "index")
+    if args.smoke:
+        args.source_dir = str(smoke_folder(WORK / "smoke"))
     if args.generate_md:
-        args.source_dir = str(generate_markdown(args.generate_md, WORK / "md-set", args.sections))
+        source = SAMPLE / "rust-book" if args.smoke else SHARED_MD
+        args.source_dir = str(
+            generate_markdown(args.generate_md, WORK / "md-set", args.sections, source)
+        )
     if not args.in_process:
         return _whole_process(args, uri)
     run = {
@@ -201,6 +233,8 @@ WRITTEN = re.compile(r"chunks: (\d+) written")
 def _command(args: argparse.Namespace, uri: str) -> tuple[float, str, PeakTreeRss]:
     """Run `python -m flows.ingest` as a user would: (wall seconds, stdout, its RSS peaks)."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # a temporary server
+    if args.smoke:  # a test's server, when PREFECT_API_URL names one: no temporary server
+        env = dict(os.environ)
     command = [sys.executable, "-m", "flows.ingest", args.source_dir, "--index", uri]
     command += ["--model", args.model, "--batch-size", str(args.batch_size)]
     start = time.perf_counter()

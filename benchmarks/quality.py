@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.quality [--sets SET ...] (default: all five below)
                                            [--modes vector fts hybrid] [--model SPEC]
                                            [--splitter recursive|semantic
-                                            [--breakpoint-percentile P]] [--tune]
+                                            [--breakpoint-percentile P]] [--tune] [--smoke]
 
 The sets: xquad-en, xquad-zh, xquad-en2zh and xquad-zh2en (English and Chinese questions
 over English and Chinese paragraphs, the last two across languages), scifact-train, and the
@@ -27,6 +27,10 @@ the others, and the current setting's figures. Tune on these dev sets only.
 `--headings` measures what the embedder should see: vector search over the same chunks
 embedded as they are and with their heading path in front (exact cosine search in numpy,
 documents ranked by their best chunk).
+
+`--smoke` measures cut copies of xquad-en and xquad-zh (SMOKE_SETS: their first SMOKE_DOCS
+documents and the questions judged on them, in a temporary folder, datasets too) in seconds;
+it still needs ../shared.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import json
 import pickle
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +60,7 @@ from tasks.text.split import SplitSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT.parent / "shared" / "eval"
+CACHE = ROOT / ".cache" / "bench" / "quality"  # the sets' datasets
 SETS = ("xquad-en", "xquad-zh", "xquad-en2zh", "xquad-zh2en", "scifact-train")
 # Page finding: natural questions over the shared documentation folders (docs-questions/).
 DOCS_QUESTIONS = {
@@ -93,7 +99,7 @@ def dataset_for(name: str, model: str, split: SplitSettings | None = None) -> st
     folder = f"{name if docs.name == 'docs' else docs.name}-{model.replace(':', '-')}"
     if split.splitter != "recursive":
         folder += f"-{split.splitter}-p{split.breakpoint_percentile:g}"
-    uri = ROOT / ".cache" / "bench" / "quality" / folder
+    uri = CACHE / folder
     options = {"splitter": split.splitter, "breakpoint_percentile": split.breakpoint_percentile}
     source = str(docs)
     try:
@@ -199,7 +205,33 @@ def headings_experiment(uri: str, name: str, model: str) -> dict[str, float]:
     return results
 
 
+SMOKE_SETS = ("xquad-en", "xquad-zh")
+SMOKE_DOCS = 12
+
+
+def smoke_sets(target: Path) -> Path:
+    """SMOKE_SETS cut to their first SMOKE_DOCS documents and the questions judged on them,
+    laid out as ../shared/eval is."""
+    for name in SMOKE_SETS:
+        dev = DevSet.named(name)
+        kept = sorted(path.name for path in dev.docs.iterdir())[:SMOKE_DOCS]
+        (target / name / "docs").mkdir(parents=True)
+        for file in kept:
+            shutil.copyfile(dev.docs / file, target / name / "docs" / file)
+        qrels = read_qrels(dev.qrels)
+        judged = {qid for qid, docs in qrels.items() if set(docs) <= set(kept)}
+        lines = dev.queries.read_text("utf-8").splitlines()
+        queries = [line for line in lines if line.strip() and json.loads(line)["qid"] in judged]
+        (target / name / "queries.jsonl").write_text("\n".join(queries) + "\n", "utf-8")
+        rows = [
+            f"{qid}\t{doc}\t{grade}" for qid in sorted(judged) for doc, grade in qrels[qid].items()
+        ]
+        (target / name / "qrels.tsv").write_text("qid\tfile\trelevance\n" + "\n".join(rows) + "\n")
+    return target
+
+
 def main() -> int:
+    global EVAL, CACHE  # --smoke points both at a temporary folder
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
     parser.add_argument("--sets", nargs="+", default=[*SETS, *DOCS_QUESTIONS])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
@@ -221,11 +253,21 @@ def main() -> int:
     parser.add_argument(
         "--headings", action="store_true", help="also embed with the heading path in front"
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"the first {SMOKE_DOCS} documents of {' and '.join(SMOKE_SETS)}, in seconds",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.sets = list(SMOKE_SETS)
     missing = [name for name in args.sets if not DevSet.named(name).queries.is_file()]
     if missing:
         print(f"skipped: {', '.join(missing)} not found under {EVAL} (../shared is not present)")
         return 0
+    if args.smoke:
+        work = Path(tempfile.mkdtemp(prefix="doc-indexer-quality-smoke-"))
+        EVAL, CACHE = smoke_sets(work / "eval"), work / "datasets"
     split = SplitSettings(splitter=args.splitter, breakpoint_percentile=args.breakpoint_percentile)
     modes = tuple(mode for mode in MODES if mode in args.modes)
     report, lists, qrels, headings = {}, {}, {}, {}

@@ -1,25 +1,37 @@
 """Query latency per mode, in-process and over HTTP, and ANN recall against exact search.
 
     .venv/bin/python -m benchmarks.query [--sizes 10000 100000] [--queries 50] [--sweep]
+                                         [--no-http] [--smoke]
 
-Rows are synthetic but shaped like real ones: the 240 XQuAD-en paragraphs of ../shared/eval are
-embedded with the bundled model and each is copied many times with Gaussian noise (cosine about
-0.85 to its paragraph) and a text that is a random stretch of the paragraph's words, so vector
-clusters and full-text term statistics resemble a real corpus. Queries are real XQuAD
-questions. Each dataset goes through the ingest flow's own upkeep step (`Dataset.finalize`:
-full-text index, vector index above tasks.ann.ANN_MIN_ROWS, compaction).
+Rows are synthetic but written as an ingest writes them. The passages are the XQuAD-en and
+XQuAD-zh paragraphs of ../shared/eval (240 English, 240 Chinese), loaded and split by the
+ingest's own steps and embedded with the default model (tasks.embed.models.DEFAULT_MODEL:
+the real one, not the `hash:` test embedder; only the passages are embedded, so 100,000 rows
+take no longer to embed than 10,000). Each row is a passage's vector with Gaussian noise
+(cosine about 0.85 to it) and a random stretch of 70% of its text (words in English,
+characters in Chinese), so that vector clusters and full-text term statistics resemble a
+real corpus in both languages. Rows go into the dataset through the ingest's write
+(`Dataset.prepare`, `Dataset.write_batch`: the chunk rows with their analysed `search_text`,
+the documents ledger) and its upkeep step (`Dataset.finalize`: the full-text index, the
+vector index above tasks.dataset.ann.ANN_MIN_ROWS, compaction). Queries are real XQuAD
+questions, English and Chinese in turn.
 
 Reports, per size: p50/p95 of a whole query (embedding included, on one torch thread as in
 the service, see tasks.embed.models.prefer_latency) per mode in-process and over HTTP (`--serve` in
 a subprocess, one keep-alive connection); vector search alone with the index and as an exact
 scan; recall@10 of the index against the exact scan. `--sweep` also times exact scans against
 a fresh IVF_SQ index on small tables, which is where ANN_MIN_ROWS comes from.
+
+`--smoke` runs the same steps in seconds without ../shared: the passages are two Rust book
+chapters and two Chinese Debian handbook pages of data/sample (SMOKE_FILES), the questions
+SMOKE_QUESTIONS, one size of SMOKE_ROWS rows (and a sweep of SMOKE_SWEEP_ROWS with --sweep).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import subprocess
@@ -32,23 +44,45 @@ WORK = Path(tempfile.mkdtemp(prefix="doc-indexer-query-bench-"))
 os.environ["PREFECT_HOME"] = str(WORK / "prefect")
 
 import httpx  # noqa: E402
-import lancedb  # noqa: E402
 import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
 
+from tasks.core.records import Chunk, Document, SourceFile, chunk_id, sha256_hex  # noqa: E402
 from tasks.dataset.ann import ANN_MIN_ROWS, NPROBES, REFINE_FACTOR, refresh_vector_index  # noqa: E402
 from tasks.dataset.dataset import Dataset  # noqa: E402
-from tasks.dataset.schema import CHUNKS_TABLE, Fingerprint, chunks_schema  # noqa: E402
+from tasks.dataset.schema import Fingerprint  # noqa: E402
 from tasks.embed.base import ModelInfo  # noqa: E402
-from tasks.embed.models import DEFAULT_MODEL, get_embedder, prefer_latency  # noqa: E402
+from tasks.embed.models import DEFAULT_MODEL, get_embedder, prefer_latency, query_embedder  # noqa: E402
+from tasks.ingest.discover import discover  # noqa: E402
+from tasks.ingest.load import LoadSettings, load_batch  # noqa: E402
+from tasks.ingest.steps import split_batch  # noqa: E402
 from tasks.search.params import MODES, SearchParams  # noqa: E402
 from tasks.search.queries import read_queries  # noqa: E402
 from tasks.search.searcher import Searcher  # noqa: E402
 from tasks.text.split import SplitSettings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-XQUAD = ROOT.parent / "shared" / "eval" / "xquad-en"
-NOISE = 0.03  # per dimension; 1 / sqrt(1 + 384 * 0.03²) ≈ 0.85 cosine to the paragraph
+EVAL = ROOT.parent / "shared" / "eval"
+XQUAD = (EVAL / "xquad-en", EVAL / "xquad-zh")
+SAMPLE = ROOT / "data" / "sample"
+SMOKE_FILES = (  # under data/sample: what SMOKE_QUESTIONS ask about
+    "rust-book/ch04-01-what-is-ownership.md",
+    "rust-book/ch08-03-hash-maps.md",
+    "debian-handbook-zh-cn/sect.apt-file.html",
+    "debian-handbook-zh-cn/sect.asynchronous-task-scheduling-anacron.html",
+)
+SMOKE_QUESTIONS = (
+    "What does it mean that a value is moved in Rust?",
+    "如何查找一个文件属于哪个软件包？",
+    "How do I insert a value into a hash map?",
+    "anacron 如何运行错过的计划任务？",
+)
+SMOKE_ROWS = 400
+SMOKE_SWEEP_ROWS: tuple[int, ...] = (200, 400)
+SWEEP_ROWS: tuple[int, ...] = (1000, 2000, 5000, 10_000, 20_000)
+COSINE = 0.85  # of a row's vector to its passage's
+STRETCH = 0.7  # share of a passage's words (or Chinese characters) in a row's text
+CHUNKS_PER_DOC = 4
+WRITE_ROWS = 10_000  # chunks per write_batch call (an ingest batch of 2,500 documents)
 
 
 def percentiles(seconds: list[float]) -> str:
@@ -67,43 +101,102 @@ def timed(call, inputs) -> list[float]:
     return out
 
 
+def passages(files: list[SourceFile]) -> list[str]:
+    """The chunk texts of the files, loaded and split as an ingest does."""
+    documents = load_batch(files, LoadSettings(parse_timeout=0))  # parsed in this process
+    results = split_batch(documents, SplitSettings(), DEFAULT_MODEL)
+    return [chunk.text for result in results for chunk in result.chunks]
+
+
+def questions_of(count: int) -> list[str]:
+    """`count` XQuAD questions, English and Chinese in turn (every 7th of each set)."""
+    sets = [[q.query for q in read_queries(d / "queries.jsonl")][::7] for d in XQUAD]
+    return [q for pair in zip(*sets, strict=False) for q in pair][:count]
+
+
 def noisy(base: np.ndarray, rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """`rows` unit vectors around the base vectors, and which base each came from."""
+    """`rows` unit vectors around the base vectors (cosine about COSINE), and which base each
+    came from."""
     source = rng.integers(0, len(base), rows)
-    points = base[source] + NOISE * rng.standard_normal((rows, base.shape[1]), dtype=np.float32)
+    dimension = base.shape[1]
+    sigma = math.sqrt((1 / COSINE**2 - 1) / dimension)  # |noise|² ≈ dimension · sigma²
+    points = base[source] + sigma * rng.standard_normal((rows, dimension), dtype=np.float32)
     return points / np.linalg.norm(points, axis=1, keepdims=True), source
 
 
-def build(uri: str, rows: int, base: np.ndarray, texts: list[str], fp: Fingerprint, rng) -> float:
-    """A dataset of `rows` synthetic chunks, finalized like an ingest run; returns seconds."""
+def stretch(text: str, rng: np.random.Generator) -> str:
+    """A random run of STRETCH of the text's words, or of its characters where it has no
+    spaces to speak of (Chinese)."""
+    words = text.split()
+    spaced = len(words) * 20 > len(text)  # English words are far shorter than 20 characters
+    units: list[str] = words if spaced else list(text)
+    length = max(5, int(len(units) * STRETCH))
+    start = int(rng.integers(0, max(1, len(units) - length + 1)))
+    return (" " if spaced else "").join(units[start : start + length])
+
+
+def synthetic_rows(
+    texts: list[str], source: np.ndarray, rng: np.random.Generator
+) -> tuple[list[Document], list[Chunk]]:
+    """Documents of CHUNKS_PER_DOC chunks each, chunk i a stretch of passage `source[i]`."""
+    documents: list[Document] = []
+    chunks: list[Chunk] = []
+    for first in range(0, len(source), CHUNKS_PER_DOC):
+        doc_id = f"synthetic/{first // CHUNKS_PER_DOC:06d}.md"
+        parts = [stretch(texts[i], rng) for i in source[first : first + CHUNKS_PER_DOC]]
+        offset = 0
+        for index, (text, i) in enumerate(zip(parts, source[first:], strict=False)):
+            chunks.append(
+                Chunk(
+                    chunk_id=chunk_id(doc_id, index, len(parts)),
+                    doc_id=doc_id,
+                    chunk_index=index,
+                    chunk_count=len(parts),
+                    text=text,
+                    char_start=offset,
+                    char_end=offset + len(text),
+                    section=f"Passage {i}",
+                    heading_level=1,
+                    page_number=None,
+                )
+            )
+            offset += len(text) + 2
+        body = "\n\n".join(parts)
+        source_file = SourceFile(
+            doc_id, f"/corpus/{doc_id}", len(body.encode()), 0, sha256_hex(body), "text/markdown"
+        )
+        documents.append(Document(source_file, source_file.title))
+    return documents, chunks
+
+
+def write(
+    uri: str, fp: Fingerprint, documents: list[Document], chunks: list[Chunk], vectors: np.ndarray
+) -> Dataset:
+    """The rows into a new dataset as an ingest run writes them, batch by batch (no upkeep)."""
     dataset = Dataset(uri)
     dataset.prepare(fp)
+    per_doc = {doc.doc_id: doc for doc in documents}
+    for first in range(0, len(chunks), WRITE_ROWS):
+        part = chunks[first : first + WRITE_ROWS]
+        batch = [per_doc[doc_id] for doc_id in dict.fromkeys(chunk.doc_id for chunk in part)]
+        dataset.write_batch(batch, part, vectors[first : first + WRITE_ROWS])
+    return dataset
+
+
+def build(
+    uri: str,
+    rows: int,
+    base: np.ndarray,
+    texts: list[str],
+    fp: Fingerprint,
+    rng: np.random.Generator,
+) -> float:
+    """A dataset of `rows` synthetic chunks, written and finalized like an ingest run; returns
+    seconds."""
     vectors, source = noisy(base, rows, rng)
-    words = [text.split() for text in texts]
-    stretch = []
-    for i in source:
-        length = max(5, int(len(words[i]) * 0.7))
-        start = rng.integers(0, len(words[i]) - length + 1)
-        stretch.append(" ".join(words[i][start : start + length]))
-    doc_ids = [f"synthetic/{i // 4:06d}.md" for i in range(rows)]
-    columns = {
-        "chunk_id": [f"{doc}:chunk:{i % 4:04d}" for i, doc in enumerate(doc_ids)],
-        "doc_id": doc_ids,
-        "source_path": [f"/corpus/{doc}" for doc in doc_ids],
-        "mime_type": ["text/markdown"] * rows,
-        "section": [f"Paragraph {i}" for i in source],
-        "chunk_index": [i % 4 for i in range(rows)],
-        "chunk_count": [4] * rows,
-        "text": stretch,
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), base.shape[1]),
-    }
-    schema = chunks_schema(fp)
-    table = pa.table(
-        {f.name: columns.get(f.name, pa.nulls(rows, f.type)) for f in schema}, schema=schema
-    )
+    documents, chunks = synthetic_rows(texts, source, rng)
     start = time.perf_counter()
-    lancedb.connect(uri).open_table(CHUNKS_TABLE).add(table)
-    dataset.finalize("run-bench")
+    write(uri, fp, documents, chunks, vectors).finalize("run-bench")
     return time.perf_counter() - start
 
 
@@ -142,21 +235,20 @@ def serve(uri: str):
     raise RuntimeError("the service did not start")
 
 
-def sweep(base: np.ndarray, probes: np.ndarray, rng) -> list[dict]:
-    """Exact scan against a fresh IVF_SQ index on vector-only tables of growing size."""
+def sweep(
+    sizes: tuple[int, ...],
+    base: np.ndarray,
+    texts: list[str],
+    probes: np.ndarray,
+    rng: np.random.Generator,
+) -> list[dict]:
+    """Exact scan against a fresh IVF_SQ index on tables of growing size."""
     results = []
-    for rows in (1000, 2000, 5000, 10_000, 20_000):
+    for rows in sizes:
         uri = str(WORK / f"sweep-{rows}")
         fp = Fingerprint.of(ModelInfo("sweep", base.shape[1], 256), SplitSettings())
-        Dataset(uri).prepare(fp)
-        vectors, _ = noisy(base, rows, rng)
-        ids = [f"r{i}" for i in range(rows)]
-        flat = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), base.shape[1])
-        schema = chunks_schema(fp)
-        columns = {"chunk_id": ids, "doc_id": ids, "vector": flat}
-        data = {f.name: columns.get(f.name, pa.nulls(rows, f.type)) for f in schema}
-        table = lancedb.connect(uri).open_table(CHUNKS_TABLE)
-        table.add(pa.table(data, schema=schema))
+        vectors, source = noisy(base, rows, rng)
+        table = write(uri, fp, *synthetic_rows(texts, source, rng), vectors).chunks
         start = time.perf_counter()
         refresh_vector_index(table, min_rows=0)
         built = time.perf_counter() - start
@@ -180,32 +272,50 @@ def sweep(base: np.ndarray, probes: np.ndarray, rng) -> list[dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.query")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.query",
+        description=__doc__,  # what the rows are, the vectors' model included
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--sweep", action="store_true", help="also time small tables")
     parser.add_argument("--no-http", action="store_true", help="skip the HTTP service")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"{len(SMOKE_FILES)} files of data/sample, {SMOKE_ROWS} rows, in seconds",
+    )
     args = parser.parse_args()
-    if not XQUAD.is_dir():
-        print(f"skipped: {XQUAD} not found (../shared is not present)")
+    if args.smoke:
+        files = [s for s in discover(str(SAMPLE)).files if s.doc_id in SMOKE_FILES]
+        questions = list(SMOKE_QUESTIONS)
+        sizes, sweep_sizes = [SMOKE_ROWS], SMOKE_SWEEP_ROWS
+    elif all(d.is_dir() for d in XQUAD):
+        files = [source for d in XQUAD for source in discover(str(d / "docs")).files]
+        questions, sizes, sweep_sizes = questions_of(args.queries), args.sizes, SWEEP_ROWS
+    else:
+        print(f"skipped: {' or '.join(map(str, XQUAD))} not found (../shared is not present)")
         return 0
     rng = np.random.default_rng(0)
-    embedder = get_embedder(DEFAULT_MODEL)
-    texts = [path.read_text("utf-8") for path in sorted((XQUAD / "docs").glob("*.md"))]
-    questions = [q.query for q in read_queries(XQUAD / "queries.jsonl")[::7][: args.queries]]
     start = time.perf_counter()
+    texts = passages(files)
+    embedder = get_embedder(DEFAULT_MODEL)
     base = embedder.encode(texts)
-    probes = embedder.encode(questions)
+    probes = query_embedder(embedder.info.model_id).encode(questions)
     prefer_latency()  # as the service does: one question at a time from here on
     print(
-        f"embedded {len(texts)} paragraphs and {len(questions)} questions in "
+        f"loaded, split and embedded {len(texts)} passages and {len(questions)} questions in "
         f"{time.perf_counter() - start:.1f} s; vector index from {ANN_MIN_ROWS} rows, "
         f"nprobes {NPROBES}, refine factor {REFINE_FACTOR}"
     )
     fp = Fingerprint.of(embedder.info, SplitSettings())
-    report: dict = {"sweep": sweep(base, probes, rng) if args.sweep else None, "sizes": {}}
+    report: dict = {
+        "sweep": sweep(sweep_sizes, base, texts, probes, rng) if args.sweep else None,
+        "sizes": {},
+    }
 
-    for rows in args.sizes:
+    for rows in sizes:
         uri = str(WORK / f"index-{rows}")
         seconds = build(uri, rows, base, texts, fp, rng)
         searcher = Searcher(Dataset(uri))

@@ -1,6 +1,6 @@
 """Wall time of the everyday commands, from process start to exit, next to the import floors.
 
-    .venv/bin/python -m benchmarks.startup [--corpus DIR] [--index URI] [--runs N]
+    .venv/bin/python -m benchmarks.startup [--corpus DIR] [--index URI] [--runs N] [--smoke]
 
 Every command runs N times (default 5) in a fresh interpreter and the median is printed:
 
@@ -15,6 +15,11 @@ Every command runs N times (default 5) in a fresh interpreter and the median is 
 The corpus defaults to ../shared/corpus/md/rust-book; its dataset is built once under
 .cache/bench/ (or taken from --index). Only command lines are run, so the script measures
 any version of the code. Prints a table and one JSON line.
+
+`--smoke` runs every command once, on SMOKE_FILES of data/sample copied to a temporary folder
+(its dataset there too; no ../shared), and builds the dataset and times the server-running
+commands against the server PREFECT_API_URL names when it is set (a test's) instead of
+starting one.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -35,6 +41,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "md" / "rust-book"
 QUESTION = "How do references and borrowing work in Rust?"
+SMOKE_FILES = (ROOT / "data" / "sample" / "rust-book" / "ch04-02-references-and-borrowing.md",)
 
 
 def _run(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
@@ -87,18 +94,30 @@ def main() -> int:
     parser.add_argument("--corpus", default=str(CORPUS), help="folder indexed for the runs")
     parser.add_argument("--index", help="its dataset (default: built under .cache/bench/)")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--smoke", action="store_true", help="each command once on one file of data/sample"
+    )
     args = parser.parse_args()
+    elsewhere = Path(tempfile.mkdtemp(prefix="doc-indexer-startup-"))
+    if args.smoke:
+        args.runs, args.corpus = 1, str(elsewhere / "smoke-corpus")
+        args.index = args.index or str(elsewhere / "smoke-index")
+        Path(args.corpus).mkdir()
+        for path in SMOKE_FILES:
+            shutil.copyfile(path, Path(args.corpus) / path.name)
     corpus = Path(args.corpus).resolve()
     if not corpus.is_dir():
-        raise SystemExit(f"corpus not found: {corpus} (../shared is not present?)")
+        print(f"skipped: corpus not found: {corpus} (../shared is not present)")
+        return 0
     index = Path(args.index or ROOT / ".cache" / "bench" / f"{corpus.name}-index").resolve()
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    # --smoke: the server that PREFECT_API_URL names (a test's), when set, instead of a new one
+    running = os.environ.get("PREFECT_API_URL") if args.smoke else None
     ingest = ["-m", "flows.ingest", str(corpus), "--index", str(index)]
     if not index.exists():
         print(f"building {index} from {corpus} …", file=sys.stderr, flush=True)
-        _run(ingest, env)
+        _run(ingest, {**env, "PREFECT_API_URL": running} if running else env)
     query = ["-m", "flows.query", "--index", str(index)]
-    elsewhere = Path(tempfile.mkdtemp(prefix="doc-indexer-startup-"))
     commands = {
         "floor: import prefect, lancedb": ["-c", "import prefect, lancedb"],
         "floor: import onnxruntime, tokenizers": ["-c", "import onnxruntime, tokenizers"],
@@ -118,15 +137,16 @@ def main() -> int:
     result["query, default mode, no server, another folder"] = _median(
         [*query, QUESTION], {**env, "PYTHONPATH": str(ROOT)}, args.runs, cwd=elsewhere
     )
-    server, api = _start_server(elsewhere / "server-home", env)
+    server, api = (None, running) if running else _start_server(elsewhere / "server-home", env)
     try:
         for name, argv in with_server.items():
             result[f"{name}, server running"] = _median(
                 argv, {**env, "PREFECT_API_URL": api}, args.runs
             )
     finally:
-        server.terminate()
-        server.wait(30)
+        if server is not None:
+            server.terminate()
+            server.wait(30)
     result = {name: round(seconds, 2) for name, seconds in result.items()}
     width = max(map(len, result))
     print(f"median wall seconds over {args.runs} runs; corpus {corpus}")

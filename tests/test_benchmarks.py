@@ -1,0 +1,248 @@
+"""Every script in benchmarks/ keeps running: its smoke mode completes and prints its table.
+
+Each runs as `python -m benchmarks.NAME --smoke` in a child process, with the network blocked
+(tests/offline.py), a fresh Prefect home and its temporary folders under tmp_path; those that
+run flows use the session's Prefect test server (ingest and startup where their smoke mode
+allows: their no-server runs still start a temporary one). The checks read the table's header
+and row labels and the counts a run must give, never a figure of time or speed: measuring is
+the scripts' job (benchmarks/RESULTS.md). The runs start together, PARALLEL at a time, when
+the first of these tests needs one. benchmarks/analysers.py's smoke mode is run by
+tests/test_analysis.py, which also checks the analysers it chooses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tasks.embed.models import BUNDLED_MODEL, DEFAULT_MODEL
+from tasks.search.params import MODES
+
+from .conftest import ROOT, SHARED, shared_path
+from .offline import offline_env
+
+PARALLEL = 2  # smoke runs at once: most are one busy thread at a time
+
+
+def run_smoke(name: str, tmp_path: Path, env: dict[str, str] | None, extra: tuple[str, ...]) -> str:
+    """stdout of `python -m benchmarks.NAME --smoke`, which must exit 0 without going online;
+    `env` None: this environment without a Prefect API (nothing it runs needs one)."""
+    base = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} if env is None else env
+    (tmp_path / "tmp").mkdir()
+    guarded, attempts = offline_env(
+        {**base, "PREFECT_HOME": str(tmp_path / "prefect-home"), "TMPDIR": str(tmp_path / "tmp")},
+        tmp_path / "guard",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", "--smoke", *extra],
+        cwd=ROOT,
+        env=guarded,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert attempts.read_text("utf-8") == ""
+    assert "skipped" not in result.stdout, result.stdout
+    return result.stdout
+
+
+def json_line(stdout: str) -> dict:
+    """The one JSON line a benchmark prints after its table."""
+    return json.loads(next(line for line in reversed(stdout.splitlines()) if line[:1] == "{"))
+
+
+def assert_lines(stdout: str, *patterns: str) -> None:
+    """Each pattern matches a whole line of the output."""
+    lines = stdout.splitlines()
+    for pattern in patterns:
+        assert any(re.fullmatch(pattern, line) for line in lines), f"{pattern!r} in\n{stdout}"
+
+
+def check_query(out: str) -> None:
+    """English and Chinese rows written by the ingest's write and upkeep steps: every mode
+    answers, in process and over HTTP (full text needs the analysed column and its index)."""
+    times = r"p50 +[\d.]+ ms  p95 +[\d.]+ ms"
+    assert_lines(
+        out,
+        r"loaded, split and embedded \d+ passages and 4 questions in .*",
+        rf"sweep +200 rows: exact {times} \| IVF_SQ {times} recall@10 [\d.]+ \(built in .*\)",
+        rf"sweep +400 rows: exact {times} \| IVF_SQ {times} recall@10 [\d.]+ \(built in .*\)",
+        r"400 chunks \(written and finalized in [\d.]+ s; vector index: no\)",
+        *(rf"  in-process {mode:<6} {times}" for mode in MODES),
+        *(rf"  http       {mode:<6} {times}" for mode in MODES),
+        rf"  vector search alone: as queried {times} \| exact {times}",
+        r"  recall@10 against exact search: 1\.000",  # no index at 400 rows: exact both ways
+    )
+    report = json_line(out)["sizes"]["400"]
+    assert set(report["in_process"]) == set(report["http"]) == set(MODES)
+    assert report["vector_index"] is False
+
+
+def check_embedders(out: str) -> None:
+    """Every backend, and the per-token one with 2 worker threads, encodes the chunks."""
+    token = f"onnx-int8-token:{BUNDLED_MODEL} workers=2"
+    specs = [DEFAULT_MODEL, BUNDLED_MODEL, f"onnx:{BUNDLED_MODEL}", f"onnx-int8:{BUNDLED_MODEL}"]
+    assert_lines(
+        out,
+        r"16 chunks of .*data/sample/rust-book",
+        *(rf"{re.escape(label)} +[\d.]+ chunks/s" for label in [*specs, token]),
+    )
+    assert set(json_line(out)) == {*specs, token}
+
+
+def check_incremental(out: str) -> None:
+    """A full run, a no-change run, an edit and a deletion, each doing what it must."""
+    assert_lines(
+        out,
+        r"4 files, \d+ chunks in the final index",
+        r"run +seconds +ratio +indexed unchanged removed embedded reused",
+        r"full +[\d.]+ +1\.000 +4 +0 +0 +\d+ +0",
+        r"no change +[\d.]+ +[\d.]+ +0 +4 +0 +0 +0",
+        r"50% edited \(2 files\) +[\d.]+ +[\d.]+ +2 +2 +0 +\d+ +\d+",
+        r"50% deleted \(2 files\) +[\d.]+ +[\d.]+ +0 +2 +2 +0 +0",
+    )
+    runs = json_line(out)["runs"]
+    assert [run["failed"] for run in runs] == [0, 0, 0, 0]
+    assert runs[2]["chunks_reused"] > 0  # the edited files' unchanged chunks kept their vectors
+
+
+def check_ingest(out: str) -> None:
+    """The whole command, the yardstick encode and a no-change re-run that writes nothing."""
+    keys = (
+        "source_dir", "model", "chunks", "whole_process_wall_s", "torch_encode_s", "ratio",
+        "first_forward_pass_s", "peak_rss_ingest_process_mib", "peak_rss_process_tree_mib",
+        "no_change_rerun_wall_s", "no_change_rerun_written",
+    )  # fmt: skip
+    assert_lines(out, *(rf"{key} +\S.*" for key in keys))
+    result = json_line(out)
+    assert list(result) == list(keys)
+    assert result["chunks"] > 0 and result["no_change_rerun_written"] == 0
+
+
+def check_quality(out: str) -> None:
+    """English and Chinese sets scored in every mode, each finding some judged documents."""
+    cell = r" +[\d.]+ \([\d.]+, [\d.]+; [\d.]+\)"
+    assert_lines(
+        out,
+        r"nDCG@10 .*",
+        r"set +" + " +".join(MODES),
+        rf"xquad-en{cell * len(MODES)}",
+        rf"xquad-zh{cell * len(MODES)}",
+    )
+    report = json_line(out)
+    assert set(report) == {"xquad-en", "xquad-zh"}
+    for name, modes in report.items():
+        assert set(modes) == set(MODES)
+        assert all(0 < figures["ndcg@10"] <= 1 for figures in modes.values()), (name, modes)
+
+
+def check_rerank(out: str) -> None:
+    """The cross-encoder re-scores on one thread and on the default threads."""
+    row = r"threads {} +depth +5: wall p50 +[\d.]+ ms  p95 +[\d.]+ ms  cpu p50 +[\d.]+ ms"
+    assert_lines(
+        out, r"\d+ candidate chunks, 3 questions; torch .*", row.format(1), row.format(r"\d+")
+    )
+
+
+def check_startup(out: str) -> None:
+    """Every everyday command, without and with a Prefect server."""
+    with_server = ("query, default mode", "query, --mode fts", "ingest, no change")
+    rows = [
+        "floor: import prefect, lancedb",
+        "floor: import onnxruntime, tokenizers",
+        "query --help",
+        "query --stats",
+        "query --sources",
+        *(f"{name}, no server" for name in with_server),
+        "query, default mode, no server, another folder",
+        *(f"{name}, server running" for name in with_server),
+    ]
+    assert_lines(
+        out,
+        r"median wall seconds over 1 runs; corpus .*",
+        *(rf"{re.escape(name)} +[\d.]+" for name in rows),
+    )
+    assert list(json_line(out)) == rows
+
+
+@dataclass(frozen=True)
+class Smoke:
+    """How a benchmark's smoke run starts and what its output must show."""
+
+    check: Callable[[str], None]
+    extra: tuple[str, ...] = ()  # arguments after --smoke
+    test_server: bool = False  # runs flows: against the session's Prefect test server
+    shared: tuple[str, ...] = ()  # what it needs under ../shared; skipped without it
+
+
+# Longest first, so that PARALLEL runs at a time end close together.
+SMOKE = {
+    "startup": Smoke(check_startup, test_server=True),
+    "ingest": Smoke(check_ingest, test_server=True),
+    "embedders": Smoke(check_embedders),
+    "query": Smoke(check_query, ("--sweep",)),
+    "quality": Smoke(check_quality, test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")),
+    "rerank": Smoke(check_rerank),
+    "incremental": Smoke(check_incremental, test_server=True),
+}
+SMOKE_TESTED_ELSEWHERE = {"analysers": "tests/test_analysis.py"}
+
+
+def test_every_benchmark_has_a_smoke_mode_that_a_test_runs():
+    scripts = {path.stem for path in (ROOT / "benchmarks").glob("*.py")}
+    assert scripts == {*SMOKE, *SMOKE_TESTED_ELSEWHERE}
+    for name in scripts:
+        assert '"--smoke"' in (ROOT / "benchmarks" / f"{name}.py").read_text("utf-8"), name
+    for name, test_file in SMOKE_TESTED_ELSEWHERE.items():
+        assert f'"benchmarks.{name}", "--smoke"' in (ROOT / test_file).read_text("utf-8")
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(request, tmp_path_factory) -> Iterator[dict[str, Future[str]]]:
+    """The smoke runs of the scripts whose tests were collected (those with what they need
+    under ../shared), all submitted at once and run PARALLEL at a time."""
+    wanted = {
+        item.callspec.params["script"]
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
+    }
+    runnable = [
+        name
+        for name in SMOKE
+        if name in wanted and all((SHARED / part).exists() for part in SMOKE[name].shared)
+    ]
+    on_server = any(SMOKE[name].test_server for name in runnable)
+    server_env = request.getfixturevalue("subprocess_env") if on_server else None
+    pool = ThreadPoolExecutor(PARALLEL)
+    try:
+        yield {
+            name: pool.submit(
+                run_smoke,
+                name,
+                tmp_path_factory.mktemp(f"smoke-{name}"),
+                server_env if SMOKE[name].test_server else None,
+                SMOKE[name].extra,
+            )
+            for name in runnable
+        }
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.integration
+@pytest.mark.model
+@pytest.mark.parametrize("script", SMOKE)
+def test_the_benchmark_runs_in_its_smoke_mode_and_prints_its_table(script, smoke_runs):
+    for part in SMOKE[script].shared:
+        shared_path(*part.split("/"))
+    SMOKE[script].check(smoke_runs[script].result())
