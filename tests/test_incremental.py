@@ -20,8 +20,8 @@ from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE, Fingerprint
 from tasks.dataset.upkeep import KEEP_RUN_TAGS
 from tasks.embed.hash_backend import HashEmbedder
-from tasks.ingest.cache_keys import SPLIT_CACHE
 from tasks.ingest.discover import Scan, discover, plan_changes
+from tasks.ingest.steps import SPLIT_CACHE
 from tasks.text.split import SplitSettings, split_document
 
 EMBEDDER = HashEmbedder(16)
@@ -242,13 +242,13 @@ def test_split_cache_key_changes_with_settings_and_code(monkeypatch):
 
     def key(settings):
         return SPLIT_CACHE.compute_key(
-            None, {"documents": [doc], "settings": settings, "model": "m"}, {}
+            None, {"documents": [doc], "settings": settings, "model": "hash:16"}, {}
         )
 
     base = key(SplitSettings(chunk_size=200, chunk_overlap=20))
     assert key(SplitSettings(chunk_size=200, chunk_overlap=20)) == base
     assert key(SplitSettings(chunk_size=300, chunk_overlap=20)) != base
     monkeypatch.setattr(
-        "tasks.ingest.cache_keys.code_version", lambda *modules: "edited splitter source"
+        "tasks.ingest.cache_keys.code_version", lambda *args: "edited splitter source"
     )
     assert key(SplitSettings(chunk_size=200, chunk_overlap=20)) != base

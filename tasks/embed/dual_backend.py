@@ -259,5 +259,6 @@ register(
         prepare=_prepare,
         is_prepared=_is_prepared,
         questions=_questions,
+        parts=_parts,
     )
 )

@@ -41,8 +41,7 @@ from tasks.embed.registry import (  # noqa: F401 - the embedding API, re-exporte
     token_counter,
 )
 
-# The modules that register backends, imported here (the order is the help text's), and every
-# module whose code decides a vector (the embed step's Prefect cache key covers them).
+# The modules that register backends, imported here (the order is the help text's).
 BACKEND_MODULES = tuple(
     f"tasks.embed.{name}"
     for name in ("dual_backend", "token_backend", "onnx_backend", "use_backend")
@@ -50,14 +49,19 @@ BACKEND_MODULES = tuple(
 )
 for _module in BACKEND_MODULES:
     importlib.import_module(_module)
-EMBEDDING_CODE = (
-    "tasks.core.scripts",
-    "tasks.embed.base",
-    "tasks.embed.registry",
-    "tasks.embed.onnx_files",
-    __name__,
-    *BACKEND_MODULES,
-)
+
+
+def embedding_code(spec: str) -> tuple[str, ...]:
+    """The modules whose code decides `spec`'s vectors and token counts: this one (which loads
+    the backends by name), the module that registered its backend and, for a model made of
+    others (the dual model), theirs. The split and embed steps' Prefect cache keys cover
+    them and every project module they import (tasks/ingest/cache_keys.py)."""
+    backend, model = parse_spec(spec)
+    modules = [__name__, backend.module]
+    for part in backend.parts(model):
+        modules += embedding_code(part)
+    return tuple(dict.fromkeys(modules))
+
 
 ENGLISH_MODEL = f"onnx-int8-token:{BUNDLED_MODEL}"  # the English default, alone
 MULTILINGUAL_MODEL = "use:multilingual-v3"

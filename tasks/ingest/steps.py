@@ -28,7 +28,7 @@ from tasks.core.reasons import Reason
 from tasks.core.records import Chunk, Document
 from tasks.dataset.dataset import Dataset
 from tasks.embed.models import get_embedder, model_info, token_counter
-from tasks.ingest.cache_keys import EMBED_CACHE, LOAD_CACHE, SPLIT_CACHE
+from tasks.ingest.cache_keys import every_reader, model_code, step_cache
 from tasks.ingest.discover import plan_run
 from tasks.ingest.load import LoadSettings, load_batch
 from tasks.ingest.pipeline import Batch, Done, Future, Vectors
@@ -69,6 +69,12 @@ def first_forward_pass() -> float | None:
         return None
     return _FIRST_PASS[0] - psutil.Process().create_time()
 
+
+# The cached steps' keys: their inputs' content and the code of the function's module, of what
+# it loads by name (every reader; the model's backends) and of all that these import.
+LOAD_CACHE = step_cache("load", load_batch, every_reader)
+SPLIT_CACHE = step_cache("split", split_batch, model_code)
+EMBED_CACHE = step_cache("embed", embed_texts, model_code)
 
 # The cached steps: retried, keyed by content, results kept on disk only (see module doc).
 plan_task = task(name="plan", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 5])(
