@@ -42,10 +42,11 @@ from tasks.search.searcher import Searcher
 # How stale the service's view of the dataset may be: checking for new versions on every
 # request costs a few milliseconds a query, once a second well under one.
 REFRESH = timedelta(seconds=1)
-# Searches that run at once. A search that outlives its time limit cannot be stopped, only
-# abandoned: it keeps its thread until it ends, so a fixed pool bounds what abandoned
-# searches can hold; later requests wait for a thread within their own time limit.
-SEARCH_THREADS = 4
+# Searches that run at once (enough to overlap an object store's round trips). A search that
+# outlives its time limit cannot be stopped, only abandoned: it keeps its thread until it
+# ends, so a fixed pool bounds what abandoned searches can hold; later requests wait for a
+# thread within their own time limit.
+SEARCH_THREADS = 8
 # At most this many problems of an invalid body are listed in the answer.
 MAX_PROBLEMS = 10
 
@@ -142,7 +143,7 @@ def create_app(
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-        error = ServiceError(500, "internal_error", "the search failed; the service log says why")
+        error = ServiceError(500, "internal_error", "the request failed; the service log says why")
         return JSONResponse(error.body(), status_code=500)
 
     @app.get("/health")
@@ -215,7 +216,8 @@ def invalid_request(errors: Any) -> ServiceError:
     like a field name) and message, never the input."""
     if any(error.get("type") == "json_invalid" for error in errors):
         return not_json()
-    log.warning("invalid body: %s", [(e.get("loc"), e.get("msg")) for e in errors][:20])
+    details = [(error.get("loc"), error.get("msg")) for error in errors[:MAX_PROBLEMS]]
+    log.warning("invalid body: %.1000r", details)
     problems = [
         {"field": field_name(error.get("loc", ())), "message": problem(error)}
         for error in errors[:MAX_PROBLEMS]
@@ -280,6 +282,8 @@ class BodyLimit:
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         from fastapi.responses import JSONResponse
+
+        log.warning("refused a body over %d bytes from %s", self.limit, scope.get("client"))
 
         message = f"the request body is larger than {self.limit} bytes"
         error = ServiceError(413, "body_too_large", message)
