@@ -3,7 +3,7 @@
     python -m flows.query "question" [--mode vector|fts|hybrid] [-k N] [filters] [--json]
     python -m flows.query --queries-file Q.jsonl [options]   one JSON line per query
     python -m flows.query --stats | --sources [--json]
-    python -m flows.query --serve [--host 127.0.0.1] [--port 8765]
+    python -m flows.query --serve [--rerank PATH] [--host 127.0.0.1] [--port 8765] [limits]
 
 The question is embedded with the model recorded in the dataset. Modes: vector (score =
 cosine similarity), fts (score = BM25 from LanceDB's full-text index on the analysed text)
@@ -15,7 +15,9 @@ PATH (score = its relevance score).
 mode, on the cross-encoder's score with --rerank. Filters combine: --source GLOB (`*` also
 crosses `/`; relative or absolute path), --type, --section TEXT (heading path contains, any
 case), --since/--until (document modification time: ISO date or date-time, UTC unless
-stated, or an age like 7d; --until is exclusive).
+stated, or an age like 7d; --until is exclusive). --serve answers POST /search over HTTP
+(flows/service.py); of the search options it takes only --rerank, the one cross-encoder its
+requests may switch on or off, and its limits are the service options.
 
 What is recorded: with a Prefect API configured (PREFECT_API_URL wherever Prefect reads it:
 the environment, .env, prefect.toml, a Prefect profile), a question or a --queries-file is a
@@ -38,7 +40,7 @@ from typing import Any
 from flows import temporary_server
 from flows.cli import exit_status
 from flows.prefect_settings import configured_api_url
-from tasks.core.options import add_options, parse_options
+from tasks.core.options import add_options, flag, option_fields, parse_options
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetOption, local_path
 from tasks.search.hits import Hit
@@ -142,6 +144,13 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, arg
         parser.error("a search text cannot be combined with that option")
     if needs_text and args.text is None:
         parser.error("give the search text (or use --queries-file, --stats, --sources, --serve)")
+    per_request = [
+        flag(SearchParams, name)
+        for name in option_fields(SearchParams)
+        if name != "rerank" and getattr(args, name) is not None
+    ]
+    if args.serve and per_request:
+        parser.error(f"--serve takes no {', '.join(per_request)}: each request sets its own")
     return parser, args
 
 
@@ -152,7 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from flows.service import ServiceSettings, serve
 
         service = parse_options(parser, args, ServiceSettings)
-        return exit_status(lambda: serve(dataset.index_uri, service))
+        reranker = parse_options(parser, args, SearchParams).rerank
+        return exit_status(lambda: serve(dataset.index_uri, service, reranker))
     if args.stats or args.sources:
         return exit_status(lambda: _describe(dataset.index_uri, args.stats, args.json))
     record = bool(args.record or args.artifact or configured_api_url())

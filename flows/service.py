@@ -1,17 +1,32 @@
 """The search service: one open dataset and model, answering over HTTP.
 
-    python -m flows.query --serve [--index URI] [--host 127.0.0.1] [--port 8765]
+    python -m flows.query --serve [--index URI] [--rerank PATH] [--host 127.0.0.1]
+                          [--port 8765] [--max-k N] [--search-timeout SECONDS] [...]
 
 GET /health, POST /search (a question and the command line's search options as JSON; the
-hits as the command line's --json prints them; invalid input, a "rerank" folder without a
-usable cross-encoder included, is a 422 with a message), GET /stats. What later ingest runs
-commit shows up within REFRESH.
+hits as the command line's --json prints them), GET /stats. What later ingest runs commit
+shows up within REFRESH.
+
+The service trusts no request:
+- the cross-encoder is the one `--rerank PATH` named when the service started (loaded then);
+  a request's "rerank" may only be true or false (default: true when there is one);
+- a request is bounded (ServiceSettings, shown in --help): its body size (413), the question's
+  length, k and rerank_depth (422), the time its search may take (503);
+- an answer other than hits is JSON {"error": CODE, "message": TEXT}, with "problems" (field
+  and message) for an invalid body; it never holds a server path, a traceback or a library's
+  message, and never echoes what the caller sent: those details go to the service's log.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import asdict
 from datetime import timedelta
+from http import HTTPStatus
 from typing import Any
 
 from tasks.core.options import Settings, option
@@ -19,27 +34,117 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.embed.models import prefer_latency
 from tasks.search.info import index_stats
+from tasks.search.params import MAX_K, SearchParams
 from tasks.search.request import SearchRequest
-from tasks.search.rerank import RerankerError
+from tasks.search.rerank import cross_encoder
 from tasks.search.searcher import Searcher
 
 # How stale the service's view of the dataset may be: checking for new versions on every
 # request costs a few milliseconds a query, once a second well under one.
 REFRESH = timedelta(seconds=1)
+# Searches that run at once (enough to overlap an object store's round trips). A search that
+# outlives its time limit cannot be stopped, only abandoned: it keeps its thread until it
+# ends, so a fixed pool bounds what abandoned searches can hold; later requests wait for a
+# thread within their own time limit.
+SEARCH_THREADS = 8
+# At most this many problems of an invalid body are listed in the answer.
+MAX_PROBLEMS = 10
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class ServiceSettings(Settings):
-    """Where the service listens."""
+    """Where the service listens and how much a request may ask of it."""
 
     host: str = option("127.0.0.1", "address to bind (this machine only, unless told otherwise)")
     port: int = option(8765, "port", ge=1, le=65535)
+    max_body_bytes: int = option(
+        65_536, "largest request body in bytes (larger: 413)", ge=1024, metavar="N"
+    )
+    max_question_chars: int = option(
+        2_000, "longest question in characters a request may ask", ge=1, metavar="N"
+    )
+    max_k: int = option(100, "most hits (k) a request may ask for", ge=1, le=MAX_K, metavar="N")
+    max_rerank_depth: int = option(
+        200,
+        "most candidates (rerank_depth) a request may have re-ranked",
+        ge=1,
+        le=MAX_K,
+        metavar="N",
+    )
+    search_timeout: float = option(
+        30.0,
+        "seconds after which a search is answered 503 (it ends in the background)",
+        gt=0,
+        metavar="SECONDS",
+    )
 
 
-def create_app(searcher: Searcher) -> Any:
-    """The HTTP service: GET /health, POST /search, GET /stats on one open Searcher."""
-    from fastapi import FastAPI, HTTPException
+class ServiceError(Exception):
+    """An answer other than hits: HTTP status, error code and a message for the caller."""
 
-    app = FastAPI(title="doc-indexer search")
+    def __init__(
+        self, status: int, code: str, message: str, problems: list[dict[str, str]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.problems = status, code, message, problems
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.problems is not None:
+            body["problems"] = self.problems
+        return body
+
+
+def create_app(
+    searcher: Searcher, settings: ServiceSettings | None = None, reranker: str | None = None
+) -> Any:
+    """The HTTP service on one open Searcher: GET /health, POST /search, GET /stats; with
+    `reranker`, the folder of the cross-encoder that re-ranks unless a request says no."""
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException
+
+    limits = settings or ServiceSettings()
+    executor = ThreadPoolExecutor(max_workers=SEARCH_THREADS, thread_name_prefix="search")
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        yield
+        executor.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="doc-indexer search", lifespan=lifespan)
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return await service_error(request, invalid_request(exc.errors()))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI could not parse the body (e.g. nested too deep)
+            log.warning("unreadable body: %s", exc.__cause__ or exc.detail)
+            return await service_error(request, not_json())
+        phrase = HTTPStatus(exc.status_code).phrase
+        error = ServiceError(exc.status_code, phrase.lower().replace(" ", "_"), phrase)
+        return JSONResponse(error.body(), status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        error = ServiceError(500, "internal_error", "the request failed; the service log says why")
+        return JSONResponse(error.body(), status_code=500)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -47,14 +152,27 @@ def create_app(searcher: Searcher) -> Any:
         return {"status": "ok", "index": dataset.uri, "table_version": dataset.chunks.version}
 
     @app.post("/search")
-    def search(request: SearchRequest) -> list[dict[str, Any]]:
+    async def search(request: SearchRequest) -> list[dict[str, Any]]:
+        params = checked_params(request, limits, reranker)
+        running = asyncio.wrap_future(executor.submit(find, searcher, request.text, params))
         try:
-            hits = searcher.search(request.text, request.params())
-        except RerankerError as exc:  # the request named a folder that cannot rerank
-            raise HTTPException(status_code=422, detail=str(exc)) from None
+            return await asyncio.wait_for(running, limits.search_timeout)
+        except TimeoutError:
+            log.warning("a search ran past %g s: %s", limits.search_timeout, params.describe())
+            raise ServiceError(
+                503,
+                "timeout",
+                f"the search took longer than {limits.search_timeout:g} s; ask for fewer "
+                "hits or candidates, or try again later",
+            ) from None
         except DatasetError as exc:
-            raise HTTPException(status_code=409, detail=str(exc)) from None
-        return [asdict(hit) for hit in hits]
+            log.warning("the dataset refused a search (%s): %s", params.describe(), exc)
+            raise ServiceError(
+                409,
+                "dataset_error",
+                "the dataset cannot answer this search (fts and hybrid mode need the full-text "
+                "index that ingest builds); the service log says why",
+            ) from None
 
     @app.get("/stats")
     def stats() -> dict[str, Any]:
@@ -63,13 +181,138 @@ def create_app(searcher: Searcher) -> Any:
     return app
 
 
-def serve(index_uri: str, settings: ServiceSettings) -> int:
-    """Serve the dataset over HTTP until interrupted."""
+def find(searcher: Searcher, text: str, params: SearchParams) -> list[dict[str, Any]]:
+    """The hits for one question, as the command line's --json prints them."""
+    return [asdict(hit) for hit in searcher.search(text, params)]
+
+
+def checked_params(
+    request: SearchRequest, limits: ServiceSettings, reranker: str | None
+) -> SearchParams:
+    """The request's search options, with the service's cross-encoder unless it says no; a
+    ServiceError when it asks for more than `limits` allow or for a cross-encoder there is
+    not."""
+    caps = [
+        ("text", len(request.text), limits.max_question_chars, "characters"),
+        ("k", request.k, limits.max_k, "hits"),
+        ("rerank_depth", request.rerank_depth, limits.max_rerank_depth, "candidates"),
+    ]
+    problems = [
+        {"field": field, "message": f"at most {cap} {unit} on this service"}
+        for field, value, cap, unit in caps
+        if value > cap
+    ]
+    if problems:
+        raise ServiceError(422, "invalid_request", "the request asks for too much", problems)
+    if request.rerank and reranker is None:
+        raise ServiceError(
+            422, "no_reranker", "this service re-ranks nothing: it was started without --rerank"
+        )
+    return request.params(reranker)
+
+
+def invalid_request(errors: Any) -> ServiceError:
+    """The pydantic errors of a body as a ServiceError: each problem's field (when it reads
+    like a field name) and message, never the input."""
+    if any(error.get("type") == "json_invalid" for error in errors):
+        return not_json()
+    details = [(error.get("loc"), error.get("msg")) for error in errors[:MAX_PROBLEMS]]
+    log.warning("invalid body: %.1000r", details)
+    problems = [
+        {"field": field_name(error.get("loc", ())), "message": problem(error)}
+        for error in errors[:MAX_PROBLEMS]
+    ]
+    return ServiceError(422, "invalid_request", "the request is not a valid search", problems)
+
+
+def field_name(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as a field path ("body" for the whole body); names that do
+    not read like a field (the caller's own keys) are not repeated."""
+    parts = [str(part) for part in loc[1:]]  # loc[0] is "body"
+    shown = [p if (p.isidentifier() and len(p) <= 40) or p.isdigit() else "…" for p in parts]
+    return ".".join(shown) or "body"
+
+
+def problem(error: Any) -> str:
+    if error.get("type") == "extra_forbidden":
+        return "not a search option"
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
+def not_json() -> ServiceError:
+    return ServiceError(400, "invalid_json", "the body is not a JSON object the service can read")
+
+
+class BodyLimit:
+    """ASGI middleware: a request body larger than `limit` bytes is answered 413 before the
+    app sees it, whether or not the request declares its length."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > self.limit:
+            await self._too_large(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await self._too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from fastapi.responses import JSONResponse
+
+        log.warning("refused a body over %d bytes from %s", self.limit, scope.get("client"))
+
+        message = f"the request body is larger than {self.limit} bytes"
+        error = ServiceError(413, "body_too_large", message)
+        response = JSONResponse(error.body(), status_code=413, headers={"Connection": "close"})
+        await response(scope, receive, send)
+
+
+def serve(index_uri: str, settings: ServiceSettings, reranker: str | None = None) -> int:
+    """Serve the dataset over HTTP until interrupted; with `reranker`, the folder of the
+    cross-encoder that re-ranks (loaded, or refused with a RerankerError, before serving)."""
     import uvicorn
 
     searcher = Searcher(Dataset(index_uri, consistency=REFRESH))
-    searcher.embedder()  # load the model before the first request
+    if reranker:
+        cross_encoder(reranker)  # load (or refuse) the cross-encoder before the first request
+    searcher.embedder()  # likewise the model
     prefer_latency()
-    print(f"serving {index_uri} on http://{settings.host}:{settings.port}", flush=True)
-    uvicorn.run(create_app(searcher), host=settings.host, port=settings.port, log_level="warning")
+    _log_to_stderr()
+    reranking = f", re-ranking with {reranker}" if reranker else ""
+    print(f"serving {index_uri} on http://{settings.host}:{settings.port}{reranking}", flush=True)
+    app = create_app(searcher, settings, reranker)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
     return 0
+
+
+def _log_to_stderr() -> None:
+    """The service's log: refused and failed requests, with their details, on stderr."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False

@@ -171,23 +171,55 @@ def test_the_command_line_reranks_and_refuses_a_bad_folder(
     assert "--rerank-depth: Input should be greater than or equal to 1" in capsys.readouterr().err
 
 
-def test_the_http_body_takes_rerank(index, tiny_cross_encoder, tmp_path):
+def test_the_service_reranks_with_its_own_cross_encoder_only(
+    index, tiny_cross_encoder, tmp_path, monkeypatch
+):
     from fastapi.testclient import TestClient
 
     from flows.service import create_app
+    from tasks.search import searcher as searcher_module
 
-    client = TestClient(create_app(Searcher_(index)))
-    body = {"text": QUESTION, "k": 4, "mode": "vector", "rerank": tiny_cross_encoder}
-    response = client.post("/search", json=body)
-    assert response.status_code == 200
-    expected = Searcher_(index).search(
+    asked: list[str] = []
+
+    def recording(path: str):
+        asked.append(path)
+        return cross_encoder(path)
+
+    monkeypatch.setattr(searcher_module, "cross_encoder", recording)
+    client = TestClient(create_app(Searcher_(index), reranker=tiny_cross_encoder))
+    body = {"text": QUESTION, "k": 4, "mode": "vector"}
+    reranked = Searcher_(index).search(
         QUESTION, SearchParams(k=4, mode="vector", rerank=tiny_cross_encoder)
     )
-    assert response.json() == [asdict(h) for h in expected]
-    bad = client.post("/search", json={**body, "rerank": str(tmp_path / "nowhere")})
-    assert bad.status_code == 422 and "no cross-encoder at" in bad.json()["detail"]
+    plain = Searcher_(index).search(QUESTION, SearchParams(k=4, mode="vector"))
+    assert reranked != plain
+    for switch, expected in [
+        ({}, reranked),
+        ({"rerank": True}, reranked),
+        ({"rerank": False}, plain),
+    ]:
+        response = client.post("/search", json={**body, **switch})
+        assert response.status_code == 200
+        assert response.json() == [asdict(h) for h in expected]
+    # A folder in the body, usable or not, is refused alike: never echoed, never looked at.
+    refusals = []
+    folders = [tiny_cross_encoder, str(tmp_path / "nowhere")]
+    for folder in [*folders, "true", 1]:
+        refused = client.post("/search", json={**body, "rerank": folder})
+        assert refused.status_code == 422
+        assert not any(path in refused.text for path in folders)
+        refusals.append(refused.json())
+    assert all(refusal == refusals[0] for refusal in refusals)
+    assert refusals[0]["error"] == "invalid_request"
+    assert refusals[0]["problems"][0]["field"] == "rerank"
+    assert "true or false" in refusals[0]["problems"][0]["message"]
+    assert set(asked) == {tiny_cross_encoder}
     depth = client.post("/search", json={**body, "rerank_depth": 0})
     assert depth.status_code == 422 and "greater than or equal to 1" in depth.text
+    without = TestClient(create_app(Searcher_(index)))
+    assert without.post("/search", json=body).json() == [asdict(h) for h in plain]
+    none = without.post("/search", json={**body, "rerank": True})
+    assert none.status_code == 422 and none.json()["error"] == "no_reranker"
 
 
 def test_a_search_without_rerank_imports_no_model_code(index):

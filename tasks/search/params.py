@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import field_validator, model_validator
 
@@ -24,10 +24,12 @@ _RELATIVE = re.compile(r"(\d+)([mhdw])")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-class SearchParams(Settings):
-    """How to search. `mode` None means hybrid when the dataset has a full-text index, vector
-    otherwise. `since` is inclusive and `until` exclusive, both on the document's modification
-    time; either may be given as text for `parse_time`."""
+class SearchOptions(Settings):
+    """How to search, except with which cross-encoder (SearchParams adds that; the service's
+    body only switches the service's own on or off). `mode` None means hybrid when the
+    dataset has a full-text index, vector otherwise. `since` is inclusive and `until`
+    exclusive, both on the document's modification time; either may be given as text for
+    `parse_time`."""
 
     k: int = option(5, "number of hits", flag="-k", ge=1, le=MAX_K)
     mode: Mode | None = option(None, "vector, fts or hybrid (default: hybrid if the index has FTS)")
@@ -55,15 +57,9 @@ class SearchParams(Settings):
         metavar="X",
     )
     per_doc: bool = option(False, "only the best chunk of each document")
-    rerank: str | None = option(
-        None,
-        "re-score the best candidates with the sentence-transformers cross-encoder in this "
-        "local folder (score = its relevance score)",
-        metavar="PATH",
-    )
     rerank_depth: int = option(
         RERANK_DEPTH,
-        "with --rerank, how many candidates it re-scores (at least k)",
+        "with reranking, how many candidates the cross-encoder re-scores (at least k)",
         metavar="N",
         ge=1,
         le=MAX_K,
@@ -94,7 +90,7 @@ class SearchParams(Settings):
         return value
 
     @model_validator(mode="after")
-    def _window(self) -> SearchParams:
+    def _window(self) -> Self:
         if self.since and self.until and self.since >= self.until:
             raise ValueError("since must be earlier than until")
         return self
@@ -109,6 +105,18 @@ class SearchParams(Settings):
         return ", ".join(f"{name}={value!r}" for name, value in changed.items()) or "defaults"
 
 
+class SearchParams(SearchOptions):
+    """How to search, with the folder of the cross-encoder that re-ranks, if any: what the
+    command line, batch files and the query flow take."""
+
+    rerank: str | None = option(
+        None,
+        "re-score the best candidates with the sentence-transformers cross-encoder in this "
+        "local folder (score = its relevance score)",
+        metavar="PATH",
+    )
+
+
 def parse_time(value: str) -> datetime:
     """An ISO 8601 date or date-time (UTC unless it says otherwise), or an age like `7d`.
 
@@ -121,7 +129,8 @@ def parse_time(value: str) -> datetime:
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
+        # The value is not repeated: the caller knows it, and the service echoes nothing back.
         raise ValueError(
-            f"not a date, date-time or age: {value!r} (try 2024-05-01, 2024-05-01T12:00 or 7d)"
+            "not a date, date-time or age (try 2024-05-01, 2024-05-01T12:00 or 7d)"
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
