@@ -175,6 +175,17 @@ def check_startup(out: str) -> None:
     assert list(json_line(out)) == rows
 
 
+def check_kills(out: str) -> None:
+    """Killed at each smoke point, resumed: the clean run's table and ledger, a clean audit."""
+    assert_lines(
+        out,
+        r"clean run: [\d.]+ s, .*",
+        r"kill point +died +resume rc +audit +equal",
+        *(rf"{point} +True +0 +0 +True" for point in ("write:2", "delete:1", "compact:1")),
+        r"3 of 3 kill points ended as the clean run",
+    )
+
+
 @dataclass(frozen=True)
 class Smoke:
     """How a benchmark's smoke run starts and what its output must show."""
@@ -194,6 +205,7 @@ SMOKE = {
     "quality": Smoke(check_quality, test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")),
     "rerank": Smoke(check_rerank),
     "incremental": Smoke(check_incremental, test_server=True),
+    "kills": Smoke(check_kills, test_server=True),
 }
 SMOKE_TESTED_ELSEWHERE = {"analysers": "tests/test_analysis.py"}
 
