@@ -12,9 +12,11 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import lancedb
 import pytest
@@ -87,6 +89,18 @@ def wait_terminal(stack: dict, run_id: str) -> dict:
     return run
 
 
+def create_run(http: Any, deployment_id: str, body: dict) -> dict:
+    """A flow run of the deployment, created over the API. The test server's SQLite database
+    can be busy for a moment while the served runs write (a 5xx answer): ask again."""
+    for _ in range(5):
+        answer = http.post(f"/deployments/{deployment_id}/create_flow_run", json=body)
+        if answer.status_code < 500:
+            break
+        time.sleep(1)
+    assert answer.status_code in (200, 201), answer.text
+    return answer.json()
+
+
 def at(run: dict, which: str) -> datetime:
     return datetime.fromisoformat(run[f"{which}_time"])
 
@@ -140,9 +154,7 @@ def test_served_deployment_reindexes_changes_one_run_at_a_time(stack):
     assert search["parameters"] == {"index_uri": str(Path(index).resolve())}
     assert "text" in search["parameter_openapi_schema"]["required"]
     question = {"text": "What is a crate and what is a package?", "k": 3}
-    run = http.post(
-        f"/deployments/{search['id']}/create_flow_run", json={"parameters": question}
-    ).json()
+    run = create_run(http, search["id"], {"parameters": question})
     wait_terminal(stack, run["id"])
     only_run = {"artifacts": {"flow_run_id": {"any_": [run["id"]]}}}
     artifacts = http.post("/artifacts/filter", json=only_run).json()
@@ -156,7 +168,7 @@ def test_served_deployment_reindexes_changes_one_run_at_a_time(stack):
     assert check["parameters"] == search["parameters"] | {
         "source_dir": str(stack["source"].resolve())
     }
-    run = http.post(f"/deployments/{check['id']}/create_flow_run", json={}).json()
+    run = create_run(http, check["id"], {})
     wait_terminal(stack, run["id"])  # Completed: the index is clean
     only_run = {"artifacts": {"flow_run_id": {"any_": [run["id"]]}}}
     (report,) = [
@@ -171,10 +183,7 @@ def test_served_deployment_reindexes_changes_one_run_at_a_time(stack):
     edited = stack["source"] / EDITED
     edited.write_text(edited.read_text(encoding="utf-8") + f"\n\n{MARKER}\n", encoding="utf-8")
     (stack["source"] / DELETED).unlink()
-    run_ids = [
-        http.post(f"/deployments/{deployment['id']}/create_flow_run", json={}).json()["id"]
-        for _ in range(2)
-    ]
+    run_ids = [create_run(http, deployment["id"], {})["id"] for _ in range(2)]
     runs = sorted(
         (wait_terminal(stack, run_id) for run_id in run_ids), key=lambda r: at(r, "start")
     )
