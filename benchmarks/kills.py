@@ -78,10 +78,16 @@ def write_folder(folder: Path, files: int, edited: bool) -> None:
 
 def ingest(folder: Path, uri: Path, model: str, env: dict[str, str], crash: str = "") -> int:
     """`python -m flows.ingest` in a session of its own; whatever it leaves running after a
-    kill (its parser process) is killed with it. Output goes to a log beside the dataset."""
+    kill (its parser process) is killed with it. Output goes to a log beside the dataset.
+
+    Each dataset has its own Prefect result storage, shared by a killed run and its resume (a
+    resume reuses what the killed run finished, as a user's would) but not with the clean
+    run, whose cached loads and embeds would otherwise let a kill run skip the kill point."""
     command = [sys.executable, "-m", "flows.ingest", str(folder), "--index", str(uri)]
     command += ["--model", model, "--batch-size", str(BATCH_SIZE)]
-    run_env = {**env, "DOC_INDEXER_CRASH": crash} if crash else env
+    run_env = {**env, "PREFECT_LOCAL_STORAGE_PATH": str(uri.parent / f"{uri.name}.results")}
+    if crash:
+        run_env["DOC_INDEXER_CRASH"] = crash
     log = uri.parent / f"{uri.name}.log"
     with open(log, "ab") as output:
         process = subprocess.Popen(
