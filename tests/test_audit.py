@@ -93,6 +93,12 @@ def renumber_a_chunk(source: Path, dataset: Dataset) -> None:
     dataset.chunks.update(where="doc_id = 'guide/borrowing.md'", values={"chunk_count": 7})
 
 
+def mark_an_old_pipeline(source: Path, dataset: Dataset) -> None:
+    dataset.documents.update(
+        where="doc_id = 'guide/cargo.md'", values={"pipeline_fingerprint": "0123456789abcdef"}
+    )
+
+
 # corruption → what the audit must report (check, subject)
 CORRUPTIONS: dict[Callable[[Path, Dataset], None], set[tuple[Check, str]]] = {
     delete_rows: {(Check.NO_CHUNKS, "guide/errors.md")},
@@ -109,6 +115,7 @@ CORRUPTIONS: dict[Callable[[Path, Dataset], None], set[tuple[Check, str]]] = {
         (Check.NOT_IN_LEDGER, "notes/trains.md"),
     },
     renumber_a_chunk: {(Check.CHUNK_GAP, "guide/borrowing.md")},
+    mark_an_old_pipeline: {(Check.OLD_PIPELINE, "guide/cargo.md")},
 }
 
 
