@@ -157,6 +157,24 @@ def test_a_touched_file_is_refreshed_by_the_next_run_not_reindexed(copy):
     assert audit(Dataset(dataset.uri), str(source)).clean
 
 
+def test_a_copy_of_the_folder_records_its_own_files(built, tmp_path):
+    """Loads are cached by a file's doc_id and bytes, so a copy of the folder (other paths,
+    other mtimes) gets cached documents: its ledger and chunks still name the copy's files,
+    its audit is clean, and a second run changes nothing."""
+    from flows.ingest import ingest
+
+    source, _ = built
+    copy = tmp_path / "copy"
+    shutil.copytree(source, copy, copy_function=shutil.copy)  # new mtimes
+    uri = str(tmp_path / "index")
+    ingest(source_dir=str(copy), index_uri=uri)
+    dataset = Dataset(uri)
+    paths = dataset.chunks.search().select(["source_path"]).limit(None).to_arrow()
+    assert all(path.startswith(str(copy)) for path in paths["source_path"].to_pylist())
+    assert audit(dataset, str(copy)).clean
+    assert ingest(source_dir=str(copy), index_uri=uri).run_tag == ""
+
+
 def test_repair_makes_every_corruption_clean_with_a_clean_ingests_chunks(copy, tmp_path):
     """All the corruptions at once: the command exits 3, --repair exits 0, and the chunks
     equal those of a clean ingest of the folder as it now is."""

@@ -14,7 +14,8 @@ run on one open dataset.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import psutil
@@ -25,7 +26,7 @@ from tasks.core import faults
 from tasks.core.artifacts import Logger
 from tasks.core.memory import release_free_memory
 from tasks.core.reasons import Reason
-from tasks.core.records import Chunk, Document
+from tasks.core.records import Chunk, Document, SourceFile
 from tasks.dataset.dataset import Dataset
 from tasks.embed.models import get_embedder, model_info, token_counter
 from tasks.ingest.cache_keys import every_reader, model_code, step_cache
@@ -132,6 +133,22 @@ finalize_task = task(
 
 
 @dataclass
+class _OfThisScan(Future[list[Document]]):
+    """The loaded documents with this run's facts about their files. The load cache is keyed
+    by a file's doc_id and bytes, so a cached document may come from a copy of the file
+    elsewhere (another path, another mtime); the ledger must record the file scanned now."""
+
+    loaded: Future[list[Document]]
+    files: Sequence[SourceFile]
+
+    def result(self) -> list[Document]:
+        scanned = {source.doc_id: source for source in self.files}
+        return [
+            replace(doc, source=scanned.get(doc.doc_id, doc.source)) for doc in self.loaded.result()
+        ]
+
+
+@dataclass
 class _Assembled(Future[Vectors]):
     """The batch's vectors once the model's future resolves: stored ones plus new ones."""
 
@@ -158,7 +175,7 @@ class TaskStages:
 
     def load(self, batch: Batch) -> Future[list[Document]]:
         run = load_task.with_options(task_run_name=f"load{batch.label}")
-        return run.submit(list(batch.files), self.load_settings)
+        return _OfThisScan(run.submit(list(batch.files), self.load_settings), batch.files)
 
     def split(self, batch: Batch, documents: list[Document]) -> list[SplitResult]:
         run = split_task.with_options(task_run_name=f"split{batch.label}")
