@@ -156,8 +156,10 @@ def plan_changes(
 
     A file is unchanged when its bytes, the pipeline fingerprint and a successful status all
     match the ledger; failed documents, and documents left empty for one of the `retry`
-    reasons (`ocr_off` when this run has OCR on), are tried again. A ledger entry missing from
-    the scan is removed only if no unreadable folder could be hiding it.
+    reasons (`ocr_off` when this run has OCR on), are tried again. An unchanged file whose
+    size or mtime differ from the ledger's is also `touched` (its new ones are recorded). A
+    ledger entry missing from the scan is removed only if no unreadable folder could be hiding
+    it.
     """
     to_index: list[SourceFile] = []
     unchanged: list[SourceFile] = []
@@ -173,15 +175,8 @@ def plan_changes(
             and entry.reason not in retry
         )
         (unchanged if same else to_index).append(source)
-        if (
-            same
-            and entry is not None
-            and (entry.size, entry.mtime_us)
-            != (
-                source.size,
-                source.mtime_us,
-            )
-        ):
+        recorded = (entry.size, entry.mtime_us) if entry is not None else None
+        if same and recorded != (source.size, source.mtime_us):  # same bytes, touched
             touched.append(source)
     seen = {source.doc_id for source in scan.files}
     unseen = sorted(doc_id for doc_id in ledger if doc_id not in seen)
