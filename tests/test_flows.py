@@ -20,7 +20,7 @@ from tasks.search.searcher import Searcher
 from tasks.text.split import SplitSettings
 
 from .commands import own_prefect_home, run_module
-from .conftest import ROOT, SAMPLE, build_small_corpus
+from .conftest import ROOT, SAMPLE
 from .fixtures.sample_rows import read_rows
 
 pytestmark = pytest.mark.integration
@@ -30,18 +30,8 @@ def table_rows(uri: str, table: str = CHUNKS_TABLE) -> list[dict]:
     return lancedb.connect(uri).open_table(table).to_arrow().to_pylist()
 
 
-@pytest.fixture(scope="module")
-def indexed(prefect_backend, tmp_path_factory):
-    """The small real corpus ingested once with the bundled model."""
-    root = tmp_path_factory.mktemp("flows")
-    corpus = build_small_corpus(root / "corpus")
-    uri = str(root / "index")
-    summary = ingest(source_dir=str(corpus), index_uri=uri)
-    return corpus, uri, summary
-
-
-def test_first_ingest_indexes_every_file_consistently(indexed):
-    corpus, uri, summary = indexed
+def test_first_ingest_indexes_every_file_consistently(small_index):
+    corpus, uri, summary = small_index
     assert (summary.files_seen, summary.indexed, summary.failed) == (5, 5, [])
     assert summary.chunks_truncated == 0
     rows = table_rows(uri)
@@ -67,8 +57,8 @@ def test_first_ingest_indexes_every_file_consistently(indexed):
         ("r-manuals/R-FAQ-excerpt.pdf", "R is a system for statistical computation and graphics"),
     ],
 )
-def test_a_sentence_of_a_section_finds_that_section_first(indexed, doc_id, needle):
-    _, uri, _ = indexed
+def test_a_sentence_of_a_section_finds_that_section_first(small_index, doc_id, needle):
+    _, uri, _ = small_index
     chunk = next(r for r in table_rows(uri) if r["doc_id"] == doc_id and needle in r["text"])
     sentence = next(s for s in chunk["text"].replace("\n", " ").split(". ") if needle in s)
     hits = query(text=sentence, index_uri=uri, k=3)
@@ -78,14 +68,14 @@ def test_a_sentence_of_a_section_finds_that_section_first(indexed, doc_id, needl
     assert hits[0].score > hits[-1].score or len(hits) == 1
 
 
-def test_source_glob_restricts_results(indexed):
-    _, uri, _ = indexed
+def test_source_glob_restricts_results(small_index):
+    _, uri, _ = small_index
     hits = query(text="virtual environments", index_uri=uri, k=5, source="rust-book/*")
     assert hits and all(hit.doc_id.startswith("rust-book/") for hit in hits)
 
 
-def test_rerun_edit_and_delete_touch_only_what_changed(indexed, tmp_path):
-    corpus, uri, _ = indexed
+def test_rerun_edit_and_delete_touch_only_what_changed(small_index_copy):
+    corpus, uri, _ = small_index_copy
     before = {(r["chunk_id"], r["text_hash"]) for r in table_rows(uri)}
 
     again = ingest(source_dir=str(corpus), index_uri=uri)
@@ -106,8 +96,8 @@ def test_rerun_edit_and_delete_touch_only_what_changed(indexed, tmp_path):
     assert hits[0].doc_id == "rust-book/ch04-01-what-is-ownership.md"
 
 
-def test_query_cli_prints_json_hits(indexed, tmp_path):
-    _, uri, _ = indexed
+def test_query_cli_prints_json_hits(small_index, tmp_path):
+    _, uri, _ = small_index
     result = run_module(
         "flows.query",
         "What is a hash map?",
