@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -71,3 +72,29 @@ SMALL_CORPUS_FILES = (
 @pytest.fixture
 def small_corpus(tmp_path) -> Path:
     return build_small_corpus(tmp_path / "corpus")
+
+
+class SmallIndex(NamedTuple):
+    corpus: Path
+    uri: str
+    summary: Any  # the ingest flow's summary of the run that built it
+
+
+@pytest.fixture(scope="session")
+def small_index(prefect_backend, tmp_path_factory) -> SmallIndex:
+    """The small corpus ingested once, locally, with the default model. Tests only read it;
+    a test that changes the corpus or the dataset takes `small_index_copy`."""
+    from flows.ingest import ingest
+
+    root = tmp_path_factory.mktemp("small-index")
+    corpus = build_small_corpus(root / "corpus")
+    uri = str(root / "index")
+    return SmallIndex(corpus, uri, ingest(source_dir=str(corpus), index_uri=uri))
+
+
+@pytest.fixture
+def small_index_copy(small_index, tmp_path) -> SmallIndex:
+    """A private copy of the shared small corpus and its dataset (file times kept)."""
+    corpus = shutil.copytree(small_index.corpus, tmp_path / "corpus")
+    index = shutil.copytree(small_index.uri, tmp_path / "index")
+    return SmallIndex(corpus, str(index), small_index.summary)

@@ -17,6 +17,8 @@ from tasks.text import analysis
 from tasks.text.analysis import query_text, search_text
 from tasks.text.analysis import terms as analyse
 
+from .commands import run_module
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # --- Chinese ------------------------------------------------------------------------------
@@ -329,13 +331,7 @@ def test_dotless_and_dotted_i_and_loose_diacritics():
 def test_the_analyser_benchmark_runs_in_its_smoke_mode():
     """benchmarks/analysers.py keeps running: its smoke mode prints the table for both
     languages and the chosen analysers (a script that stopped running would fail here)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.analysers", "--smoke"],
-        cwd=Path(__file__).resolve().parents[1],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_module("benchmarks.analysers", "--smoke", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [line.split() for line in result.stdout.splitlines()]
     chosen = {row[0]: row[2] for row in rows if len(row) > 2 and row[1] == "*"}

@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ import pytest
 from tasks.embed.models import BUNDLED_MODEL, DEFAULT_MODEL
 from tasks.search.params import MODES
 
+from .commands import run_module
 from .conftest import ROOT, SHARED, shared_path
 from .offline import offline_env
 
@@ -42,14 +41,7 @@ def run_smoke(name: str, tmp_path: Path, env: dict[str, str] | None, extra: tupl
         {**base, "PREFECT_HOME": str(tmp_path / "prefect-home"), "TMPDIR": str(tmp_path / "tmp")},
         tmp_path / "guard",
     )
-    result = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{name}", "--smoke", *extra],
-        cwd=ROOT,
-        env=guarded,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_module(f"benchmarks.{name}", "--smoke", *extra, env=guarded)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert attempts.read_text("utf-8") == ""
     assert "skipped" not in result.stdout, result.stdout

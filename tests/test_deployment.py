@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -23,7 +22,8 @@ import pytest
 
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 
-from .conftest import ROOT, SAMPLE
+from .commands import run_module
+from .conftest import SAMPLE
 from .servers import prefect_server, start, stop, tail, wait_for
 
 pytestmark = pytest.mark.integration
@@ -132,13 +132,8 @@ def test_served_deployment_reindexes_changes_one_run_at_a_time(stack):
     assert [s["schedule"]["cron"] for s in deployment["schedules"]] == ["0 0 1 1 *"]
 
     # First run, triggered the way the README says.
-    cli = subprocess.run(
-        [sys.executable, "-m", "prefect", "deployment", "run", f"ingest/{DEPLOYMENT}"],
-        cwd=ROOT,
-        env=stack["env"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    cli = run_module(
+        "prefect", "deployment", "run", f"ingest/{DEPLOYMENT}", env=stack["env"], timeout=120
     )
     assert cli.returncode == 0, cli.stdout + cli.stderr
     match = RUN_ID.search(cli.stdout)

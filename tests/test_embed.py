@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from tasks.embed.models import (
 )
 from tasks.embed.token_backend import TokenInt8Embedder
 
+from .commands import run_module
 from .conftest import ROOT
 from .offline import offline_env
 
@@ -403,25 +402,11 @@ def test_preparation_from_scratch_works_offline(tmp_path):
     env, attempts = offline_env(dict(os.environ), tmp_path / "guard")
     cache = tmp_path / "cache"
     env[onnx_files.CACHE_ENV] = str(cache)
-    result = subprocess.run(
-        [sys.executable, "-m", "tasks.embed.prepare"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_module("tasks.embed.prepare", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert attempts.read_text("utf-8") == ""
     files = sorted(p.name for p in cache.rglob("*") if p.is_file())
     assert files == ["digests.json", "model-int8-token-r1.onnx", "model.onnx"], files
     assert "prepared in" in result.stdout
-    again = subprocess.run(
-        [sys.executable, "-m", "tasks.embed.prepare"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    again = run_module("tasks.embed.prepare", env=env)
     assert again.stdout.count("already prepared") == 2, again.stdout

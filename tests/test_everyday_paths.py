@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from .commands import run_module
 from .conftest import ROOT
 from .offline import offline_env
 
@@ -139,14 +140,8 @@ def test_the_ingest_command_starts_its_temporary_server_first_and_stops_it(
     (corpus / "a.md").write_text("# A\n\nSome words about lighthouses.\n", "utf-8")
     env = {k: v for k, v in subprocess_env.items() if k != "PREFECT_API_URL"}
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
-    result = subprocess.run(
-        [sys.executable, "-m", "flows.ingest", str(corpus), "--index", str(tmp_path / "index")]
-        + ["--model", "hash"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    result = run_module(
+        "flows.ingest", str(corpus), "--index", str(tmp_path / "index"), "--model", "hash", env=env
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "files: 1 seen, 1 indexed" in result.stdout

@@ -25,6 +25,7 @@ from tasks.ingest.load import LoadSettings, load_batch
 from tasks.ingest.parse import ReadOptions
 from tasks.ingest.parse_worker import ParseWorker
 
+from .commands import run_module
 from .conftest import ROOT, SAMPLE, shared_path
 
 pytestmark = pytest.mark.integration
@@ -264,10 +265,9 @@ def test_a_batch_that_keeps_failing_marks_only_its_documents(
 
 
 def run_ingest(corpus: Path, uri: str, env: dict[str, str], **extra_env: str):
-    return subprocess.run(
-        [sys.executable, "-m", "flows.ingest", str(corpus), "--index", uri, "--model", "hash",
-         "--batch-size", "1", "--parse-timeout", "0"],
-        cwd=ROOT, env={**env, **extra_env}, capture_output=True, text=True, timeout=600,
+    return run_module(
+        "flows.ingest", str(corpus), "--index", uri, "--model", "hash",
+        "--batch-size", "1", "--parse-timeout", "0", env={**env, **extra_env},
     )  # fmt: skip
 
 

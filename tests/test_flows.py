@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import lancedb
 import pytest
@@ -23,7 +19,8 @@ from tasks.search.params import SearchParams
 from tasks.search.searcher import Searcher
 from tasks.text.split import SplitSettings
 
-from .conftest import ROOT, SAMPLE, build_small_corpus
+from .commands import own_prefect_home, run_module
+from .conftest import ROOT, SAMPLE
 from .fixtures.sample_rows import read_rows
 
 pytestmark = pytest.mark.integration
@@ -33,31 +30,8 @@ def table_rows(uri: str, table: str = CHUNKS_TABLE) -> list[dict]:
     return lancedb.connect(uri).open_table(table).to_arrow().to_pylist()
 
 
-def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess:
-    """Run a flow's CLI in a fresh interpreter with its own Prefect home (and server)."""
-    env = {**os.environ, "PREFECT_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-@pytest.fixture(scope="module")
-def indexed(prefect_backend, tmp_path_factory):
-    """The small real corpus ingested once with the bundled model."""
-    root = tmp_path_factory.mktemp("flows")
-    corpus = build_small_corpus(root / "corpus")
-    uri = str(root / "index")
-    summary = ingest(source_dir=str(corpus), index_uri=uri)
-    return corpus, uri, summary
-
-
-def test_first_ingest_indexes_every_file_consistently(indexed):
-    corpus, uri, summary = indexed
+def test_first_ingest_indexes_every_file_consistently(small_index):
+    corpus, uri, summary = small_index
     assert (summary.files_seen, summary.indexed, summary.failed) == (5, 5, [])
     assert summary.chunks_truncated == 0
     rows = table_rows(uri)
@@ -83,8 +57,8 @@ def test_first_ingest_indexes_every_file_consistently(indexed):
         ("r-manuals/R-FAQ-excerpt.pdf", "R is a system for statistical computation and graphics"),
     ],
 )
-def test_a_sentence_of_a_section_finds_that_section_first(indexed, doc_id, needle):
-    _, uri, _ = indexed
+def test_a_sentence_of_a_section_finds_that_section_first(small_index, doc_id, needle):
+    _, uri, _ = small_index
     chunk = next(r for r in table_rows(uri) if r["doc_id"] == doc_id and needle in r["text"])
     sentence = next(s for s in chunk["text"].replace("\n", " ").split(". ") if needle in s)
     hits = query(text=sentence, index_uri=uri, k=3)
@@ -94,14 +68,14 @@ def test_a_sentence_of_a_section_finds_that_section_first(indexed, doc_id, needl
     assert hits[0].score > hits[-1].score or len(hits) == 1
 
 
-def test_source_glob_restricts_results(indexed):
-    _, uri, _ = indexed
+def test_source_glob_restricts_results(small_index):
+    _, uri, _ = small_index
     hits = query(text="virtual environments", index_uri=uri, k=5, source="rust-book/*")
     assert hits and all(hit.doc_id.startswith("rust-book/") for hit in hits)
 
 
-def test_rerun_edit_and_delete_touch_only_what_changed(indexed, tmp_path):
-    corpus, uri, _ = indexed
+def test_rerun_edit_and_delete_touch_only_what_changed(small_index_copy):
+    corpus, uri, _ = small_index_copy
     before = {(r["chunk_id"], r["text_hash"]) for r in table_rows(uri)}
 
     again = ingest(source_dir=str(corpus), index_uri=uri)
@@ -122,10 +96,17 @@ def test_rerun_edit_and_delete_touch_only_what_changed(indexed, tmp_path):
     assert hits[0].doc_id == "rust-book/ch04-01-what-is-ownership.md"
 
 
-def test_query_cli_prints_json_hits(indexed, tmp_path):
-    _, uri, _ = indexed
-    result = run_cli(
-        "flows.query", "What is a hash map?", "--index", uri, "-k", "2", "--json", home=tmp_path
+def test_query_cli_prints_json_hits(small_index, tmp_path):
+    _, uri, _ = small_index
+    result = run_module(
+        "flows.query",
+        "What is a hash map?",
+        "--index",
+        uri,
+        "-k",
+        "2",
+        "--json",
+        env=own_prefect_home(tmp_path),
     )
     assert result.returncode == 0, result.stderr[-2000:]
     hits = json.loads(result.stdout)
@@ -145,21 +126,29 @@ def test_query_cli_prints_json_hits(indexed, tmp_path):
 
 
 def test_cli_errors_are_one_line_and_non_zero(tmp_path):
-    missing = run_cli("flows.query", "anything", "--index", str(tmp_path / "none"), home=tmp_path)
+    missing = run_module(
+        "flows.query", "anything", "--index", str(tmp_path / "none"), env=own_prefect_home(tmp_path)
+    )
     assert missing.returncode == 1
     assert (
         missing.stderr.strip().startswith("error: no index at")
         and "\n" not in missing.stderr.strip()
     )
     assert "Traceback" not in missing.stderr
-    bad_k = run_cli("flows.query", "anything", "-k", "0", home=tmp_path)
+    bad_k = run_module("flows.query", "anything", "-k", "0", env=own_prefect_home(tmp_path))
     assert (
         bad_k.returncode == 2 and "-k: Input should be greater than or equal to 1" in bad_k.stderr
     )
-    bad_dir = run_cli("flows.ingest", str(tmp_path / "nowhere"), home=tmp_path)
+    bad_dir = run_module("flows.ingest", str(tmp_path / "nowhere"), env=own_prefect_home(tmp_path))
     assert bad_dir.returncode == 2 and "source folder not found" in bad_dir.stderr
-    bad_split = run_cli(
-        "flows.ingest", str(tmp_path), "--chunk-size", "10", "--chunk-overlap", "10", home=tmp_path
+    bad_split = run_module(
+        "flows.ingest",
+        str(tmp_path),
+        "--chunk-size",
+        "10",
+        "--chunk-overlap",
+        "10",
+        env=own_prefect_home(tmp_path),
     )
     assert bad_split.returncode == 2 and "must be smaller than chunk_size" in bad_split.stderr
 
@@ -169,14 +158,14 @@ def test_ingest_cli_prints_a_summary_and_exits_zero(tmp_path):
     corpus.mkdir()
     (corpus / "a.md").write_text("# A\n\nSome text about caching.\n", "utf-8")
     (corpus / "empty.md").write_text("", "utf-8")
-    result = run_cli(
+    result = run_module(
         "flows.ingest",
         str(corpus),
         "--index",
         str(tmp_path / "index"),
         "--model",
         "hash",
-        home=tmp_path,
+        env=own_prefect_home(tmp_path),
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "files: 2 seen, 1 indexed, 0 unchanged, 1 empty, 0 failed, 0 removed" in result.stdout

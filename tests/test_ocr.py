@@ -4,8 +4,6 @@ OCR of English and Chinese scans through the real flow with the network blocked.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +17,8 @@ from tasks.ingest import ocr
 from tasks.ingest.discover import Scan, discover, plan_changes
 from tasks.ingest.parse import ReadOptions, load_document
 
-from .conftest import ROOT, shared_path
+from .commands import run_module
+from .conftest import shared_path
 from .offline import offline_env
 from .scans import CTEX_FAQ, R_FAQ, page_text, scanned_page, with_scan_between
 
@@ -167,17 +166,6 @@ EN_SENTENCE = (
 ZH_SENTENCE = "美国数学学会 (AMS) 鼓励数学家们使用 TEX 系统向它的期刊投稿。"
 
 
-def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 def table(uri: str, name: str) -> list[dict]:
     return lancedb.connect(uri).open_table(name).to_arrow().to_pylist()
 
@@ -195,9 +183,9 @@ def test_scanned_english_and_chinese_pages_are_read_by_ocr_offline(subprocess_en
     corpus, uri = tmp_path / "corpus", str(tmp_path / "index")
     corpus.mkdir()
     (corpus / "scan.pdf").write_bytes(scanned_page(R_FAQ, 7, top=0.3))
-    ingest = ["flows.ingest", str(corpus), "--index", uri]
+    ingest = [str(corpus), "--index", uri]
 
-    off = run([*ingest, "--ocr", "off"], env)
+    off = run_module("flows.ingest", *ingest, "--ocr", "off", env=env)
     assert off.returncode == 0, off.stderr[-3000:]
     assert [(r["status"], r["reason"]) for r in table(uri, DOCUMENTS_TABLE)] == [
         ("empty", "ocr_off")
@@ -205,7 +193,7 @@ def test_scanned_english_and_chinese_pages_are_read_by_ocr_offline(subprocess_en
 
     (corpus / "en.pdf").write_bytes(with_scan_between(R_FAQ, 10, scanned_page(R_FAQ, 8), 11))
     (corpus / "zh.pdf").write_bytes(with_scan_between(CTEX_FAQ, 5, scanned_page(CTEX_FAQ, 6), 7))
-    auto = run(ingest, env)
+    auto = run_module("flows.ingest", *ingest, env=env)
     assert auto.returncode == 0, auto.stderr[-3000:]
     assert "ocr: 3 pages read" in auto.stdout, auto.stdout
     ledger = {r["doc_id"]: r for r in table(uri, DOCUMENTS_TABLE)}
@@ -220,7 +208,7 @@ def test_scanned_english_and_chinese_pages_are_read_by_ocr_offline(subprocess_en
     assert "R is a system for statistical computation and graphics" in scan_text
 
     for sentence, doc_id in ((EN_SENTENCE, "en.pdf"), (ZH_SENTENCE, "zh.pdf")):
-        found = run(["flows.query", sentence, "--index", uri, "-k", "3", "--json"], env)
+        found = run_module("flows.query", sentence, "--index", uri, "-k", "3", "--json", env=env)
         assert found.returncode == 0, found.stderr[-3000:]
         first = json.loads(found.stdout)[0]
         assert (first["doc_id"], first["page_number"]) == (doc_id, 2), first

@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -37,7 +35,8 @@ from tasks.dataset.location import (
 )
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 
-from .conftest import ROOT, build_small_corpus
+from .commands import run_module
+from .conftest import build_small_corpus
 from .test_incremental import FP, _write_version
 
 BUCKET = "doc-indexer-test"
@@ -270,13 +269,8 @@ def test_ingest_cli_works_with_the_standard_aws_variables(
     (corpus / "birds.md").write_text("# Birds\n\nPuffins nest on cliffs.\n", "utf-8")
     (corpus / "trees.md").write_text("# Trees\n\nOaks drop acorns.\n", "utf-8")
     uri = f"s3://{BUCKET}/cli-idx"
-    result = subprocess.run(
-        [sys.executable, "-m", "flows.ingest", str(corpus), "--index", uri, "--model", "hash"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_module(
+        "flows.ingest", str(corpus), "--index", uri, "--model", "hash", env=env, timeout=300
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "files: 2 seen, 2 indexed" in result.stdout

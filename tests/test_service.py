@@ -27,6 +27,7 @@ from tasks.embed.models import DEFAULT_MODEL, get_embedder
 from tasks.search.searcher import Searcher
 from tasks.text.split import SplitSettings, split_document
 
+from .commands import own_prefect_home, run_module
 from .conftest import ROOT
 from .cross_encoder import build_tiny_cross_encoder
 from .test_query import build_index, document
@@ -374,23 +375,16 @@ def test_the_cross_encoder_comes_from_the_command_line_only(dataset_uri, tiny_ce
         assert_tells_nothing(response, dataset_uri)
     assert len({response.text for response in named}) == 1, "every folder refused alike"
     assert f"re-ranking with {tiny_ce}" in reranking.log.read_text()
-    missing = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "flows.query",
-            "--serve",
-            "--index",
-            dataset_uri,
-            "--rerank",
-            str(root / "nowhere"),
-            "--port",
-            str(free_port()),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PREFECT_HOME": str(root / "prefect")},
-        capture_output=True,
-        text=True,
+    missing = run_module(
+        "flows.query",
+        "--serve",
+        "--index",
+        dataset_uri,
+        "--rerank",
+        str(root / "nowhere"),
+        "--port",
+        str(free_port()),
+        env=own_prefect_home(root / "prefect"),
         timeout=300,
     )
     assert missing.returncode == 1 and missing.stderr.startswith("error: no cross-encoder at ")

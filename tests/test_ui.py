@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
+from .commands import run_module
 from .conftest import ROOT, build_small_corpus
 from .servers import prefect_server
 
@@ -86,14 +85,14 @@ def test_the_ui_shows_the_ingest_runs_summary_and_failures(tmp_path):
     (corpus / "broken.pdf").write_bytes(b"not a pdf")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with prefect_server(tmp_path, ui=True) as server:
-        cli = subprocess.run(
-            [sys.executable, "-m", "flows.ingest", str(corpus), "--index", str(tmp_path / "idx")]
-            + ["--model", "hash"],
-            cwd=ROOT,
+        cli = run_module(
+            "flows.ingest",
+            str(corpus),
+            "--index",
+            str(tmp_path / "idx"),
+            "--model",
+            "hash",
             env=server.env,
-            capture_output=True,
-            text=True,
-            timeout=600,
         )
         assert cli.returncode == 2, cli.stdout + cli.stderr  # broken.pdf failed
         assert "━" not in cli.stderr, "no progress bar without a terminal"
