@@ -39,7 +39,7 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import CHUNKS_TABLE, SEARCH_TEXT_COLUMN, VECTOR_COLUMN, Fingerprint
 from tasks.dataset.sql import sql_in
 from tasks.dataset.upkeep import KEY_INDEXES
-from tasks.ingest.discover import Scan, ScanSettings, discover
+from tasks.ingest.discover import Scan, ScanSettings, discover, is_under
 from tasks.text import analysis
 
 NORM_TOLERANCE = 1e-3  # |‖v‖ − 1| above this: not the unit vector every model writes
@@ -216,7 +216,7 @@ def folder_vs_ledger(scan: Scan, ledger: Mapping[str, LedgerEntry]) -> list[Prob
             problems.append(Problem(Check.FILE_CHANGED, doc_id, ", ".join(differ), doc_id))
     hidden = scan.unreadable_dirs
     for doc_id in sorted(set(ledger) - set(on_disk)):
-        if not any(folder == "" or doc_id.startswith(folder + "/") for folder in hidden):
+        if not any(is_under(doc_id, folder) for folder in hidden):
             problems.append(Problem(Check.FILE_GONE, doc_id))
     return problems
 

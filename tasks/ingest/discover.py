@@ -142,7 +142,8 @@ class Plan:
         )
 
 
-def _under(doc_id: str, folder: str) -> bool:
+def is_under(doc_id: str, folder: str) -> bool:
+    """Whether `doc_id` lies under the relative `folder` ("" is the root)."""
     return folder == "" or doc_id.startswith(folder + "/")
 
 
@@ -180,7 +181,7 @@ def plan_changes(
             touched.append(source)
     seen = {source.doc_id for source in scan.files}
     unseen = sorted(doc_id for doc_id in ledger if doc_id not in seen)
-    hidden = {d for d in unseen if any(_under(d, folder) for folder in scan.unreadable_dirs)}
+    hidden = {d for d in unseen if any(is_under(d, folder) for folder in scan.unreadable_dirs)}
     removed = [d for d in unseen if d not in hidden]
     return Plan(
         tuple(to_index),
