@@ -118,7 +118,15 @@ def document_text(blocks: tuple[Block, ...] | list[Block]) -> str:
     return BLOCK_SEPARATOR.join(block.text for block in blocks)
 
 
+CHUNK_MARK = ":chunk:"  # between a chunk id's doc_id and its number
+
+
 def chunk_id(doc_id: str, index: int, count: int) -> str:
     """Deterministic chunk id, zero-padded to 4 digits or wider when the document needs it."""
     width = max(4, len(str(max(count - 1, 0))))
-    return f"{doc_id}:chunk:{index:0{width}d}"
+    return f"{doc_id}{CHUNK_MARK}{index:0{width}d}"
+
+
+def doc_id_of(chunk_id: str) -> str:
+    """The document a `chunk_id` belongs to."""
+    return chunk_id.rpartition(CHUNK_MARK)[0]

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from tasks.core.reasons import Status
-from tasks.core.records import LedgerEntry
+from tasks.core.records import LedgerEntry, doc_id_of
 from tasks.dataset.ann import ANN_MIN_ROWS, vector_index
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import CHUNKS_TABLE, SEARCH_TEXT_COLUMN, VECTOR_COLUMN, Fingerprint
@@ -235,7 +235,7 @@ def ledger_vs_chunks(documents: Mapping[str, Mapping[str, Any]], chunks: pa.Tabl
         per_doc[doc_id].append((index, count))
     for chunk_id, times in sorted(ids.items()):
         if times > 1:
-            doc_id = chunk_id.partition(":chunk:")[0]
+            doc_id = doc_id_of(chunk_id)
             problems.append(Problem(Check.DUPLICATE_CHUNK, chunk_id, f"{times} rows", doc_id))
     for doc_id, rows in sorted(per_doc.items()):
         status = documents.get(doc_id, {}).get("status")
@@ -291,9 +291,7 @@ def vectors(dataset: Dataset, fp: Fingerprint) -> list[Problem]:
         for row in np.flatnonzero(~finite | (np.abs(norms - 1.0) > NORM_TOLERANCE)):
             chunk_id = chunk_ids[row]
             detail = "not finite" if not finite[row] else f"norm {norms[row]:.4g}"
-            problems.append(
-                Problem(Check.BAD_VECTOR, chunk_id, detail, chunk_id.partition(":chunk:")[0])
-            )
+            problems.append(Problem(Check.BAD_VECTOR, chunk_id, detail, doc_id_of(chunk_id)))
     return problems
 
 
