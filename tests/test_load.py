@@ -172,3 +172,29 @@ def test_unstructured_gets_the_blank_sentence_pipeline_not_a_downloaded_model():
     assert nlp.pipe_names == ["sentencizer"] and nlp.meta["name"] != "core_web_sm"
     sentences = unstructured_tokenize.sent_tokenize("Borrowing is checked. References are safe!")
     assert sentences == ["Borrowing is checked.", "References are safe!"]
+
+
+def test_the_narrative_text_shortcut_gives_the_blocks_of_unstructureds_own_guess(monkeypatch):
+    """The HTML parser's narrative-text guess is skipped (tasks/ingest/unstructured_offline.py):
+    every Markdown and HTML file of data/sample gives the same blocks with the guess back."""
+    import unstructured.partition.html.parser as html_parser
+    from unstructured.partition import text_type
+
+    from tasks.ingest.unstructured_offline import install_unstructured_nlp, narrative_or_not
+
+    install_unstructured_nlp()
+    assert html_parser.is_possible_narrative_text is narrative_or_not
+    files = sorted(p for p in SAMPLE.rglob("*") if p.suffix in {".md", ".html"})
+    assert len(files) >= 20
+    fast = {p: _blocks_of(p) for p in files}
+    monkeypatch.setattr(
+        html_parser, "is_possible_narrative_text", text_type.is_possible_narrative_text
+    )
+    for path in files:
+        assert _blocks_of(path) == fast[path], path
+
+
+def _blocks_of(path: Path) -> list:
+    from tasks.ingest.readers.text import read_text
+
+    return read_text(path.read_bytes(), "md" if path.suffix == ".md" else "html")

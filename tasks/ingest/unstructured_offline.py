@@ -6,6 +6,11 @@
   Markdown/HTML heading tags, see tasks/ingest/parse.py), so unstructured's single model
   accessor is handed a blank English pipeline with spaCy's rule-based sentence splitter: no
   model files, no download, the same blocks (checked on data/sample and ../shared/corpus).
+- unstructured's HTML parser (Markdown is converted to HTML first) asks of every paragraph
+  without a tag-given type whether it "is possibly narrative text" (sentence counts, capital
+  ratios, verbs: half of a Markdown file's parsing time) to choose between NarrativeText and
+  Text. Both are kept alike here, so the question is answered "yes" at once: same blocks.
+  The checks before it (bullets, addresses, e-mail addresses, one-character text) stay.
 - `partition_pdf(strategy="fast")` returns `[]` instead of failing when one of its imports is
   missing; `check_pdf_support()` imports them eagerly so a broken install fails loudly.
 """
@@ -26,9 +31,16 @@ def sentence_pipeline() -> Any:
     return nlp
 
 
+def narrative_or_not(text: str, *args: Any, **kwargs: Any) -> bool:
+    """unstructured's NarrativeText-or-Text guess, answered at no cost: doc-indexer treats
+    both alike (tasks/ingest/elements.py)."""
+    return True
+
+
 @cache
 def install_unstructured_nlp() -> None:
-    """Point unstructured's spaCy accessor at `sentence_pipeline` (no download, ever)."""
+    """Point unstructured's spaCy accessor at `sentence_pipeline` (no download, ever), and its
+    HTML parser's narrative-text guess at `narrative_or_not`."""
     import unstructured.nlp.tokenize as unstructured_tokenize
 
     if not hasattr(unstructured_tokenize, "_get_nlp"):
@@ -37,6 +49,14 @@ def install_unstructured_nlp() -> None:
             "supported by doc-indexer's offline setup (pinned to unstructured 0.27.x)."
         )
     unstructured_tokenize._get_nlp = sentence_pipeline
+    import unstructured.partition.html.parser as html_parser
+
+    if not hasattr(html_parser, "is_possible_narrative_text"):
+        raise RuntimeError(
+            "unstructured.partition.html.parser has no is_possible_narrative_text(); this "
+            "unstructured release is not supported by doc-indexer (pinned to 0.27.x)."
+        )
+    html_parser.is_possible_narrative_text = narrative_or_not
 
 
 @cache
