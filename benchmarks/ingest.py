@@ -40,11 +40,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-
-import psutil
 
 WORK = Path(tempfile.mkdtemp(prefix="doc-indexer-bench-"))
 os.environ["PREFECT_HOME"] = str(WORK / "prefect")  # before Prefect is imported: no old caches
@@ -57,6 +54,7 @@ from tasks.embed.base import ENCODE_BATCH_SIZE  # noqa: E402
 from tasks.embed.models import DEFAULT_MODEL, get_embedder  # noqa: E402
 
 DEFAULT_TORCH_MODEL = "all-MiniLM-L6-v2"  # the yardstick: bundled model on torch
+from benchmarks.support.processes import PeakTreeRss, mib  # noqa: E402
 from tasks.embed.torch_backend import SentenceTransformerEmbedder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,58 +98,10 @@ def generate_markdown(
     return target
 
 
-class PeakTreeRss:
-    """Samples the RSS of this process and all its descendants; keeps the largest sum, and this
-    process's own RSS at every sample (to tell growth from a plateau)."""
-
-    def __init__(self, interval: float = 0.2, pid: int | None = None):
-        self.peak = 0
-        self.own: list[int] = []
-        self._pid = pid  # the process whose tree is sampled: this one by default
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        me = psutil.Process(self._pid)
-        while not self._stop.wait(self._interval):
-            total = 0
-            try:
-                tree = [me, *me.children(recursive=True)]
-                own = me.memory_info().rss
-            except psutil.Error:  # the sampled process has ended
-                return
-            for process in tree:
-                try:
-                    total += process.memory_info().rss
-                except psutil.Error:  # ended between listing and reading
-                    pass
-            self.peak = max(self.peak, total)
-            self.own.append(own)
-
-    def own_peak_by_quarter(self) -> list[float]:
-        """This process's peak RSS (MiB) in each quarter of the sampled time."""
-        n = len(self.own)
-        quarters = [self.own[n * q // 4 : n * (q + 1) // 4] for q in range(4)]
-        return [_mib(max(part)) for part in quarters if part]
-
-    def __enter__(self) -> PeakTreeRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def _mib(size_bytes: float) -> float:
-    return round(size_bytes / 2**20, 1)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ingest")
     parser.add_argument("source_dir", nargs="?", default=str(ROOT / "data" / "sample"))
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, help="as for flows.ingest (default: its own)")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model spec, as for flows.ingest")
     parser.add_argument("--generate-md", type=int, metavar="N", help="ingest N generated .md files")
     parser.add_argument(
@@ -184,8 +134,8 @@ def main() -> int:
     run = {
         "source_dir": str(Path(args.source_dir).resolve()),
         "index_uri": uri,
-        "batch_size": args.batch_size,
         "model": args.model,
+        **({"batch_size": args.batch_size} if args.batch_size else {}),
     }
 
     start = time.perf_counter()
@@ -207,8 +157,8 @@ def main() -> int:
             # outside the flow function: engine start, flow-run creation and final state
             "prefect outside flow": round(first_wall - first.seconds, 2),
         },
-        "peak_rss_ingest_process_mib": _mib(peak_rss),
-        "peak_rss_process_tree_mib": _mib(tree.peak),
+        "peak_rss_ingest_process_mib": mib(peak_rss),
+        "peak_rss_process_tree_mib": mib(tree.peak),
         "peak_rss_ingest_process_by_quarter_mib": tree.own_peak_by_quarter(),
         # OCR of pages without a text layer, from the first run's summary: seconds of OCR
         # work (rendering and recognition) in the parser process, not wall time of the run
@@ -236,7 +186,8 @@ def _command(args: argparse.Namespace, uri: str) -> tuple[float, str, PeakTreeRs
     if args.smoke:  # a test's server, when PREFECT_API_URL names one: no temporary server
         env = dict(os.environ)
     command = [sys.executable, "-m", "flows.ingest", args.source_dir, "--index", uri]
-    command += ["--model", args.model, "--batch-size", str(args.batch_size)]
+    command += ["--model", args.model]
+    command += ["--batch-size", str(args.batch_size)] if args.batch_size else []
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     with PeakTreeRss(pid=process.pid) as peaks:
@@ -266,8 +217,8 @@ def _whole_process(args: argparse.Namespace, uri: str) -> int:
         "torch_encode_s": round(encode, 2),
         "ratio": round(wall / encode, 3),
         "first_forward_pass_s": float(first_pass[1]) if first_pass else None,
-        "peak_rss_ingest_process_mib": _mib(max(peaks.own, default=0)),
-        "peak_rss_process_tree_mib": _mib(peaks.peak),
+        "peak_rss_ingest_process_mib": mib(max(peaks.own, default=0)),
+        "peak_rss_process_tree_mib": mib(peaks.peak),
         "no_change_rerun_wall_s": round(second_wall, 2),
         "no_change_rerun_written": int(m[1]) if (m := WRITTEN.search(second_stdout)) else None,
     }

@@ -3,7 +3,8 @@ runs once Prefect's temporary server is starting: index new and changed document
 vanished ones.
 
 plan (scan, diff against the ledger) → for each batch of files: load → split → embed → write
-(one commit per batch) → delete vanished documents → finalize (indexes, compaction, run tag).
+(embedded batches together, one commit per few thousand chunks) → delete vanished documents
+→ finalize (indexes, compaction, run tag).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tasks.dataset.schema import Fingerprint
 from tasks.embed.models import model_info
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.load import LoadSettings
-from tasks.ingest.pipeline import BatchSettings, file_batches, run_batches
+from tasks.ingest.pipeline import BatchSettings, CommitSettings, file_batches, run_batches
 from tasks.ingest.report import RunProgress, publish_summary, terminal_progress
 from tasks.ingest.settings import GateSettings, IngestSettings, resolve_auto_model
 from tasks.ingest.steps import (
@@ -41,6 +42,7 @@ from tasks.ingest.steps import (
     finalize_task,
     first_forward_pass,
     plan_task,
+    unwalked,
 )
 from tasks.ingest.summary import IngestSummary
 from tasks.ingest.warmup import start_warm_up
@@ -75,7 +77,8 @@ def ingest(settings: IngestSettings) -> State[Any]:
             scan = settings.narrow(ScanSettings)
             load = settings.narrow(LoadSettings)
             retry = frozenset({Reason.OCR_OFF}) if load.ocr != "off" else frozenset()
-            plan = plan_task(settings.source_dir, dataset.ledger(), scan, fp.id, retry)
+            ledger = unwalked(dataset.ledger())  # not walked by Prefect: one entry per file
+            plan = plan_task(settings.source_dir, ledger, scan, fp.id, retry)
             previous_tag = next(reversed(dataset.run_tags()), None) if questions else None
         summary.add_plan(plan)
         logger.info(plan.describe())
@@ -83,12 +86,15 @@ def ingest(settings: IngestSettings) -> State[Any]:
         stages = TaskStages(dataset, settings.model, load, split, logger)
         batches = file_batches(plan.to_index, settings.narrow(BatchSettings))
         progress = RunProgress(len(plan.to_index), logger)
-        for outcome in run_batches(batches, stages, parallel_batches(), clock=summary):
+        commits = settings.narrow(CommitSettings)
+        for outcome in run_batches(
+            batches, stages, parallel_batches(), clock=summary, commits=commits
+        ):
             summary.add_batch(outcome)
             progress.update(summary)
 
         with summary.timed("write"):
-            summary.chunks_deleted = delete_task(dataset, list(plan.removed))
+            summary.chunks_deleted = delete_task(dataset, unwalked(list(plan.removed)))
             summary.removed = len(plan.removed)
             dataset.refresh_stats(list(plan.touched))  # the scan's fast path, next time
         with summary.timed("finalize"):

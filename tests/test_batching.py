@@ -28,9 +28,10 @@ def test_batches_hold_at_most_the_file_count_and_are_labelled_in_order():
     ]
 
 
-def test_the_first_batch_is_small_so_the_model_starts_early():
-    batches = file_batches(sources(*[1] * 40), BatchSettings(batch_size=32, batch_mb=1))
-    assert [len(batch.files) for batch in batches] == [FIRST_BATCH_FILES, 32, 40 - 32 - 4]
+def test_the_first_batch_is_small_so_the_model_starts_early_and_the_next_ones_double():
+    batches = file_batches(sources(*[1] * 100), BatchSettings(batch_size=32, batch_mb=1))
+    assert FIRST_BATCH_FILES == 4
+    assert [len(batch.files) for batch in batches] == [4, 8, 16, 32, 32, 8]
 
 
 def test_batches_close_before_the_byte_limit_and_a_big_file_goes_alone():

@@ -14,7 +14,15 @@ import pytest
 
 from tasks.core.reasons import Reason, Status
 from tasks.core.records import Block, Chunk, Document, SourceFile
-from tasks.ingest.pipeline import Batch, BatchSettings, Done, Vectors, file_batches, run_batches
+from tasks.ingest.pipeline import (
+    Batch,
+    BatchSettings,
+    CommitSettings,
+    Done,
+    Vectors,
+    file_batches,
+    run_batches,
+)
 from tasks.ingest.reuse import assemble, texts_to_embed
 from tasks.text.split import SplitResult, SplitSettings, split_document
 
@@ -61,9 +69,11 @@ class FakeStages:
             future.set_result(Vectors(np.ones((len(chunks), 4), np.float32), len(chunks), 0))
         return future
 
-    def write(self, batch: Batch, documents, chunks, vectors: Vectors) -> None:
-        self._maybe_fail("write", batch)
-        self.events.append(f"write {batch.number}")
+    def write(self, batches: list[Batch], documents, chunks, vectors: np.ndarray) -> None:
+        for batch in batches:
+            self._maybe_fail("write", batch)
+        assert len(chunks) == len(vectors) and len(documents) == sum(len(b.files) for b in batches)
+        self.events.append("write " + "+".join(str(batch.number) for batch in batches))
 
     def fail(self, batch: Batch, error: Exception) -> list[Document]:
         self.events.append(f"fail {batch.number}")
@@ -145,3 +155,39 @@ def test_vectors_are_reused_by_text_hash_and_new_texts_embedded_once():
     assert (vectors.embedded, vectors.reused) == (1, 1)
     assert assemble([], {}, {}, 2).vectors.shape == (0, 2)
     assert Done(3).result() == 3
+
+
+def test_embedded_batches_wait_and_are_written_together_once_enough_chunks_gathered():
+    stages = FakeStages()
+    commits = CommitSettings(commit_chunks=3, commit_mb=64, commit_seconds=3600)
+    outcomes = list(run_batches(batches(7), stages, commits=commits))
+    writes = [e for e in stages.events if e.startswith("write")]
+    assert writes == ["write 1+2+3", "write 4+5+6", "write 7"], "by chunk count, then the rest"
+    assert [o.batch.number for o in outcomes] == list(range(1, 8))
+    assert all(o.error is None and o.chunks_written == 1 for o in outcomes)
+    assert [o.batch.number for o in outcomes if o.ends_commit] == [3, 6, 7]
+    # Each group is written after its last batch was embedded, before later ones are split.
+    events = stages.events
+    assert events.index("embed 3") < events.index("write 1+2+3") < events.index("split 5")
+
+
+def test_commits_also_come_by_bytes_and_by_seconds_since_the_last_one():
+    by_bytes = FakeStages()  # one chunk's text and vector: ~30 bytes; 40 bytes is past one
+    commits = CommitSettings(commit_chunks=1000, commit_mb=40 / 2**20, commit_seconds=3600)
+    list(run_batches(batches(4), by_bytes, commits=commits))
+    assert [e for e in by_bytes.events if e.startswith("write")] == ["write 1+2", "write 3+4"]
+    by_time = FakeStages()
+    commits = CommitSettings(commit_chunks=1000, commit_mb=64, commit_seconds=0)
+    list(run_batches(batches(3), by_time, commits=commits))
+    assert [e for e in by_time.events if e.startswith("write")] == ["write 1", "write 2", "write 3"]
+
+
+def test_a_failed_group_commit_fails_each_of_its_batches_and_the_next_group_goes_on():
+    stages = FakeStages(failing={"write": {2}})
+    commits = CommitSettings(commit_chunks=2, commit_mb=64, commit_seconds=3600)
+    outcomes = {o.batch.number: o for o in run_batches(batches(4), stages, commits=commits)}
+    assert [n for n, o in sorted(outcomes.items()) if o.error] == [1, 2]
+    assert all(d.reason == Reason.BATCH_FAILED for n in (1, 2) for d in outcomes[n].documents)
+    assert ["fail 1", "fail 2", "write 3+4"] == [
+        e for e in stages.events if e.startswith(("fail", "write"))
+    ]

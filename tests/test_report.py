@@ -58,6 +58,7 @@ def finished_summary() -> IngestSummary:
         chunks_embedded=30,
         chunks_reused=10,
         chunks_deleted=7,
+        commits=2,
         ocr_pages=4,
         ocr_seconds=21.0,
         table_version=12,
@@ -88,6 +89,7 @@ def test_summary_rows_give_every_count_stage_and_the_dataset_version():
         "seconds load (waiting)": 1.5,
         "seconds embed": 0.75,
         "seconds total": 3.14,
+        "chunk commits": 2,
         "dataset tag": "run-20261130T071408541204Z",
         "chunks table version": 12,
     }

@@ -9,7 +9,7 @@ from tasks.core.options import Settings, option
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile
 from tasks.ingest.parse import ReadOptions, load_document
-from tasks.ingest.parse_worker import WORKER
+from tasks.ingest.parse_worker import PARSERS
 
 # Share of --parse-timeout after which OCR starts no further page of a file, so that the page
 # in progress can finish and the file is indexed with the pages read so far.
@@ -35,18 +35,21 @@ def load_batch(sources: list[SourceFile], settings: LoadSettings) -> list[Docume
     """Load a batch of files; failures are recorded per document, never raised.
 
     Files over the size limit are not read. With a parse timeout, each file is parsed in the
-    parser process (tasks/ingest/parse_worker.py), which is replaced if a file overruns it.
+    parser processes (tasks/ingest/parse_worker.py), in parallel; one that overruns it is replaced.
     """
     faults.maybe_fail("load")
-    documents = []
+    loaded: dict[str, Document] = {}
+    to_parse: list[SourceFile] = []
     for source in sources:
         faults.maybe_crash("load")
         size_mb = source.size / 2**20
         if size_mb > settings.max_file_mb:
             message = f"{size_mb:.1f} MiB is over the {settings.max_file_mb:g} MiB limit"
-            documents.append(Document.not_indexed(source, Reason.TOO_LARGE, message))
+            loaded[source.doc_id] = Document.not_indexed(source, Reason.TOO_LARGE, message)
         elif settings.parse_timeout:
-            documents.append(WORKER.load(source, settings.read_options(), settings.parse_timeout))
+            to_parse.append(source)
         else:
-            documents.append(load_document(source, settings.read_options()))
-    return documents
+            loaded[source.doc_id] = load_document(source, settings.read_options())
+    parsed = PARSERS.load_all(to_parse, settings.read_options(), settings.parse_timeout)
+    loaded.update((doc.doc_id, doc) for doc in parsed)
+    return [loaded[source.doc_id] for source in sources]

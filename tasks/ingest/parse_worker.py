@@ -1,21 +1,28 @@
-"""Parse files in a separate process, so that one pathological file cannot stall a run.
+"""Parse files in separate processes, so that one pathological file cannot stall a run.
 
-A single long-lived worker process (`python -m tasks.ingest.parse_worker`, sharing no threads
-or model state with the caller) loads one document at a time; requests and results travel as pickles
-over its stdin and a private copy of its stdout (whatever the parsers print goes to stderr).
-If a file takes longer than the timeout, the worker is killed, the file is recorded as failed
-(`parse_timeout`), and a fresh worker starts with the next file. A worker that dies (a crash
-in a native parser) costs only the file it was on.
+Each long-lived worker process (`python -m tasks.ingest.parse_worker`, sharing no threads or
+model state with the caller) loads one document at a time; requests and results travel as
+pickles over its stdin and a private copy of its stdout (whatever the parsers print goes to
+stderr). If a file takes longer than the timeout, the worker is killed, the file is recorded
+as failed (`parse_timeout`), and a fresh worker starts with the next file. A worker that dies
+(a crash in a native parser) costs only the file it was on.
+
+`PARSERS` is the process's pool of such workers, one per core by default
+($DOC_INDEXER_PARSE_WORKERS): the files of a batch are parsed in parallel, each by the next
+idle worker, and batches loaded at the same time share the pool.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import queue
 import select
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +100,66 @@ def _receive(process: subprocess.Popen[bytes], timeout: float) -> Any:
     return pickle.load(process.stdout)
 
 
-WORKER = ParseWorker()
+WORKERS_ENV = "DOC_INDEXER_PARSE_WORKERS"
+
+
+def default_parse_workers() -> int:
+    """Parser processes: $DOC_INDEXER_PARSE_WORKERS, else one per core this process may use."""
+    configured = os.environ.get(WORKERS_ENV, "").strip()
+    if configured:
+        workers = int(configured)
+        if workers < 1:
+            raise ValueError(f"{WORKERS_ENV} must be at least 1, not {configured}")
+        return workers
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class ParserPool:
+    """Parser processes shared by every thread that loads files: each file goes to the next
+    idle worker. Workers start on first use (or all at once by `start`)."""
+
+    def __init__(self, size: int | None = None) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._workers: list[ParseWorker] = []
+        self._idle: queue.SimpleQueue[ParseWorker] = queue.SimpleQueue()
+
+    @property
+    def size(self) -> int:
+        with self._lock:
+            if not self._workers:
+                for _ in range(self._size or default_parse_workers()):
+                    worker = ParseWorker()
+                    self._workers.append(worker)
+                    self._idle.put(worker)
+            return len(self._workers)
+
+    def start(self) -> None:
+        """Start every worker now, side by side (their start-up is mostly imports)."""
+        self.size  # noqa: B018 - creates the workers
+        with ThreadPoolExecutor(len(self._workers)) as starting:
+            list(starting.map(ParseWorker.start, self._workers))
+
+    def load(self, source: SourceFile, options: ReadOptions, timeout: float) -> Document:
+        """One file, by the next idle worker (see `ParseWorker.load`)."""
+        self.size  # noqa: B018 - creates the workers
+        worker = self._idle.get()
+        try:
+            return worker.load(source, options, timeout)
+        finally:
+            self._idle.put(worker)
+
+    def load_all(
+        self, sources: Sequence[SourceFile], options: ReadOptions, timeout: float
+    ) -> list[Document]:
+        """The files' documents in order, parsed by as many workers at once as are idle."""
+        if len(sources) < 2 or self.size < 2:
+            return [self.load(source, options, timeout) for source in sources]
+        with ThreadPoolExecutor(min(self.size, len(sources))) as threads:
+            return list(threads.map(lambda source: self.load(source, options, timeout), sources))
+
+
+PARSERS = ParserPool()
 
 
 def _serve() -> None:

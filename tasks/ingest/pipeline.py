@@ -5,12 +5,19 @@ submit Prefect tasks to the flow's task runner (so parsing, embedding and writin
 and whose `split` and `write` run in the flow process; tests hand it fakes
 (tests/test_pipeline.py). A batch that fails at any step is recorded as failed by
 `Stages.fail` and the pipeline goes on with the next one.
+
+Batches grow from FIRST_BATCH_FILES files, doubling up to `batch_size`: the model starts on
+the first few parsed files, and a big folder runs as few task runs. Embedded batches wait
+and are written together, in one commit, once enough chunks, bytes or seconds have gathered
+(`CommitSettings`): a commit's cost grows little with its size, and each document is still
+replaced whole in one commit.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -24,18 +31,37 @@ from tasks.text.split import SplitResult
 T = TypeVar("T", covariant=True)
 
 LOAD_AHEAD = 2  # batches loaded ahead of those being embedded
-# The first batch holds at most this many files: the model starts on the first few parsed
-# files instead of waiting for a whole batch to parse (the other batches parse meanwhile).
+# The first batch holds at most this many files, the next twice as many, and so on up to
+# batch_size: the model starts on the first few parsed files instead of waiting for a whole
+# batch to parse (the other batches parse meanwhile).
 FIRST_BATCH_FILES = 4
 
 
 class BatchSettings(Settings):
     """How the files to index are cut into batches (one task run per step per batch)."""
 
-    batch_size: int = option(32, "at most this many files per batch", ge=1)
+    batch_size: int = option(
+        256, "at most this many files per batch (the first ones hold 4, 8, 16, ...)", ge=1
+    )
     batch_mb: float = option(
         4.0, "at most this many MiB of files per batch; a larger file is a batch of its own", gt=0
     )
+
+
+class CommitSettings(Settings):
+    """When embedded batches are written: together, in one commit, once any limit is reached
+    (and at the end of the run)."""
+
+    commit_chunks: int = option(8_000, "commit once this many chunks wait to be written", ge=1)
+    commit_mb: float = option(
+        32.0, "commit once the waiting chunks' texts and vectors take this many MiB", gt=0
+    )
+    commit_seconds: float = option(
+        30.0, "commit once this many seconds passed since the last commit", ge=0
+    )
+
+
+EVERY_BATCH = CommitSettings(commit_chunks=1, commit_mb=1e-9, commit_seconds=0)
 
 
 @dataclass(frozen=True)
@@ -53,7 +79,7 @@ class Batch:
 
 def file_batches(files: Sequence[SourceFile], settings: BatchSettings) -> list[Batch]:
     """The files in batches of at most `batch_size` files and `batch_mb` MiB, in order; the
-    first batch of at most FIRST_BATCH_FILES files.
+    first batch of at most FIRST_BATCH_FILES files, each next one up to twice as many.
 
     The byte limit keeps batches of big files small: one batch's chunks are in memory at
     once. The first embed waits for the first batch's parse, hence its smaller size.
@@ -62,9 +88,7 @@ def file_batches(files: Sequence[SourceFile], settings: BatchSettings) -> list[B
     parts: list[list[SourceFile]] = []
     held = 0
     for source in files:
-        limit = (
-            min(settings.batch_size, FIRST_BATCH_FILES) if len(parts) == 1 else settings.batch_size
-        )
+        limit = min(settings.batch_size, FIRST_BATCH_FILES << min(max(len(parts) - 1, 0), 30))
         if not parts or len(parts[-1]) >= limit or held + source.size > max_bytes:
             parts.append([])
             held = 0
@@ -104,9 +128,14 @@ class Stages(Protocol):
         ...
 
     def write(
-        self, batch: Batch, documents: list[Document], chunks: list[Chunk], vectors: Vectors
+        self,
+        batches: Sequence[Batch],
+        documents: list[Document],
+        chunks: list[Chunk],
+        vectors: np.ndarray,
     ) -> None:
-        """Commit the batch to the dataset."""
+        """Commit embedded batches to the dataset, together: their documents, chunks and
+        vectors in batch order."""
         ...
 
     def fail(self, batch: Batch, error: Exception) -> list[Document]:
@@ -135,6 +164,7 @@ class BatchOutcome:
     splits: list[SplitResult] = field(default_factory=list)
     vectors: Vectors | None = None
     error: Exception | None = None  # the batch failed after its retries
+    ends_commit: bool = False  # the last batch of the commit that wrote it
 
     @property
     def chunks_written(self) -> int:
@@ -156,16 +186,20 @@ def run_batches(
     in_flight: int = 1,
     load_ahead: int = LOAD_AHEAD,
     clock: StageClock = NO_CLOCK,
+    commits: CommitSettings = EVERY_BATCH,
 ) -> Iterator[BatchOutcome]:
-    """Run every batch through load → split → embed → write, yielding outcomes in order.
+    """Run every batch through load → split → embed → write, yielding each batch's outcome.
 
     Loads are submitted up to `in_flight + load_ahead` batches ahead of the batch being
-    split; up to `in_flight` embeds run at once; writes happen here, in batch order, so the
-    dataset commits batches in the order of the plan. `clock` times the waits and the steps
+    split; up to `in_flight` embeds run at once; embedded batches wait here and are written
+    together once `commits` says so, in batch order, so the dataset commits them in the order
+    of the plan. A batch's outcome comes once it is written or has failed (a failed batch can
+    come before batches still waiting for their commit). `clock` times the waits and the steps
     that run here (stages "load (waiting)", "split", "embed", "write").
     """
     loads: dict[int, Future[list[Document]]] = {}
     embedding: deque[_InFlight] = deque()
+    waiting = _Waiting(commits)
     for index, batch in enumerate(batches):
         for ahead in batches[index : index + in_flight + load_ahead]:
             if ahead.number not in loads and ahead.number >= batch.number:
@@ -183,21 +217,87 @@ def run_batches(
             yield BatchOutcome(batch, stages.fail(batch, exc), error=exc)
             continue
         while len(embedding) >= in_flight:
-            yield _finish(embedding.popleft(), stages, clock)
+            yield from _embedded(embedding.popleft(), waiting, stages, clock)
     while embedding:
-        yield _finish(embedding.popleft(), stages, clock)
+        yield from _embedded(embedding.popleft(), waiting, stages, clock)
+    yield from _commit(waiting, stages, clock)
 
 
-def _finish(flight: _InFlight, stages: Stages, clock: StageClock) -> BatchOutcome:
-    """Wait for a batch's vectors and write it; a failure stays with this batch."""
+@dataclass
+class _Waiting:
+    """Embedded batches waiting for their commit, and when the last commit was."""
+
+    settings: CommitSettings
+    batches: list[tuple[_InFlight, Vectors]] = field(default_factory=list)
+    chunks: int = 0
+    bytes: int = 0
+    since: float = field(default_factory=time.monotonic)
+    now: Callable[[], float] = time.monotonic
+
+    def add(self, flight: _InFlight, vectors: Vectors) -> None:
+        self.batches.append((flight, vectors))
+        self.chunks += len(flight.chunks)
+        self.bytes += vectors.vectors.nbytes + sum(len(chunk.text) for chunk in flight.chunks)
+
+    def due(self) -> bool:
+        return (
+            self.chunks >= self.settings.commit_chunks
+            or self.bytes >= self.settings.commit_mb * 2**20
+            or self.now() - self.since >= self.settings.commit_seconds
+        )
+
+    def take(self) -> list[tuple[_InFlight, Vectors]]:
+        taken, self.batches = self.batches, []
+        self.chunks = self.bytes = 0
+        self.since = self.now()
+        return taken
+
+
+def _embedded(
+    flight: _InFlight, waiting: _Waiting, stages: Stages, clock: StageClock
+) -> Iterator[BatchOutcome]:
+    """Wait for a batch's vectors and add it to the waiting batches (a failure stays with
+    this batch); commit them if due."""
     try:
         with clock.timed("embed"):
             vectors = flight.vectors.result()
-        with clock.timed("write"):
-            stages.write(flight.batch, flight.documents, flight.chunks, vectors)
     except Exception as exc:  # noqa: BLE001 - the batch failed after its retries
-        return BatchOutcome(flight.batch, stages.fail(flight.batch, exc), error=exc)
-    return BatchOutcome(flight.batch, flight.documents, flight.splits, vectors)
+        yield BatchOutcome(flight.batch, stages.fail(flight.batch, exc), error=exc)
+        return
+    waiting.add(flight, vectors)
+    if waiting.due():
+        yield from _commit(waiting, stages, clock)
+
+
+def _commit(waiting: _Waiting, stages: Stages, clock: StageClock) -> Iterator[BatchOutcome]:
+    """Write the waiting batches in one commit; if it fails, each of them failed."""
+    group = waiting.take()
+    if not group:
+        return
+    try:
+        with clock.timed("write"):
+            stages.write(
+                [flight.batch for flight, _ in group],
+                [doc for flight, _ in group for doc in flight.documents],
+                [chunk for flight, _ in group for chunk in flight.chunks],
+                np.concatenate([vectors.vectors for _, vectors in group]),
+            )
+    except Exception as exc:  # noqa: BLE001 - the commit failed after its retries
+        for flight, _ in group:
+            yield BatchOutcome(flight.batch, stages.fail(flight.batch, exc), error=exc)
+        return
+    for n, (flight, vectors) in enumerate(group, start=1):
+        yield BatchOutcome(
+            flight.batch, flight.documents, flight.splits, vectors, ends_commit=n == len(group)
+        )
+
+
+def batches_label(batches: Sequence[Batch]) -> str:
+    """'[batch 3/9]' for one batch, '[batches 3-5/9]' for a run of them."""
+    first, last = batches[0], batches[-1]
+    if first is last:
+        return first.label
+    return f"[batches {first.number}-{last.number}/{first.total}]"
 
 
 @dataclass(frozen=True)

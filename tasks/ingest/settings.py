@@ -18,7 +18,7 @@ from tasks.dataset.location import DatasetOption
 from tasks.embed.models import DEFAULT_MODEL, known_specs, model_spec_for, parse_spec
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.load import LoadSettings
-from tasks.ingest.pipeline import BatchSettings
+from tasks.ingest.pipeline import BatchSettings, CommitSettings
 from tasks.text.split import SplitSettings
 
 AUTO_MODEL = "auto"  # the dataset's own model; for a new dataset, DEFAULT_MODEL
@@ -81,7 +81,13 @@ class GateSettings(Settings):
 
 
 class IngestSettings(
-    GateSettings, ScanSettings, LoadSettings, BatchSettings, SplitSettings, RunSettings
+    GateSettings,
+    ScanSettings,
+    LoadSettings,
+    CommitSettings,
+    BatchSettings,
+    SplitSettings,
+    RunSettings,
 ):
     """Every option of an ingest run (pydantic lists the fields of the last base first)."""
 

@@ -7,6 +7,10 @@ vectors of up to 1,000 batches. The write step has no cache: a cached write coul
 that are not in the table (e.g. after the dataset folder was deleted); writes are
 idempotent instead.
 
+The batches' files, documents, chunks and texts reach the tasks through `unwalked`: Prefect
+would otherwise walk every block and chunk of them looking for futures, for each task run
+(most of a run's time without a model); the cache keys still see their content.
+
 `TaskStages` plugs these tasks into the batch pipeline (tasks/ingest/pipeline.py) for one
 run on one open dataset.
 """
@@ -16,11 +20,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar, cast
 
 import numpy as np
 import psutil
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote
 
 from tasks.core import faults
 from tasks.core.artifacts import Logger
@@ -32,10 +38,18 @@ from tasks.embed.models import get_embedder, model_info, token_counter
 from tasks.ingest.cache_keys import every_reader, model_code, step_cache
 from tasks.ingest.discover import plan_run
 from tasks.ingest.load import LoadSettings, load_batch
-from tasks.ingest.pipeline import Batch, Done, Future, Vectors
+from tasks.ingest.pipeline import Batch, Done, Future, Vectors, batches_label
 from tasks.ingest.reuse import assemble, texts_to_embed
 from tasks.text.semantic_split import split_documents_semantic
 from tasks.text.split import SplitResult, SplitSettings, split_documents
+
+T = TypeVar("T")
+
+
+def unwalked(value: T) -> T:
+    """`value` as a task argument that Prefect passes on without walking it for futures
+    (`quote`); typed as the value itself."""
+    return cast(T, quote(value))
 
 
 def split_batch(
@@ -175,11 +189,11 @@ class TaskStages:
 
     def load(self, batch: Batch) -> Future[list[Document]]:
         run = load_task.with_options(task_run_name=f"load{batch.label}")
-        return _OfThisScan(run.submit(list(batch.files), self.load_settings), batch.files)
+        return _OfThisScan(run.submit(unwalked(list(batch.files)), self.load_settings), batch.files)
 
     def split(self, batch: Batch, documents: list[Document]) -> list[SplitResult]:
         run = split_task.with_options(task_run_name=f"split{batch.label}")
-        return run(documents, self.split_settings, self.model)
+        return run(unwalked(documents), self.split_settings, self.model)
 
     def embed(self, batch: Batch, chunks: list[Chunk]) -> Future[Vectors]:
         """Look up stored vectors here, submit only the new texts to the model."""
@@ -189,18 +203,22 @@ class TaskStages:
         if not todo:
             return Done(assemble(chunks, stored, {}, dimension))
         run = embed_task.with_options(task_run_name=f"embed{batch.label}")
-        new = run.submit(list(todo.values()), self.model)
+        new = run.submit(unwalked(list(todo.values())), self.model)
         return _Assembled(chunks, stored, list(todo), new, dimension)
 
     def write(
-        self, batch: Batch, documents: list[Document], chunks: list[Chunk], vectors: Vectors
+        self,
+        batches: Sequence[Batch],
+        documents: list[Document],
+        chunks: list[Chunk],
+        vectors: np.ndarray,
     ) -> None:
-        run = write_task.with_options(task_run_name=f"write{batch.label}")
-        run(self.dataset, documents, chunks, vectors.vectors)
-        release_free_memory()  # or the process keeps every batch's freed buffers
-        self.logger.info(
-            "%s %d documents, %d chunks written", batch.label, len(documents), len(chunks)
+        label = batches_label(batches)
+        write_task.with_options(task_run_name=f"write{label}")(
+            self.dataset, unwalked(documents), unwalked(chunks), unwalked(vectors)
         )
+        release_free_memory()  # or the process keeps every batch's freed buffers
+        self.logger.info("%s %d documents, %d chunks written", label, len(documents), len(chunks))
 
     def fail(self, batch: Batch, error: Exception) -> list[Document]:
         """Mark a failed batch's files failed in the ledger; their old chunks stay."""

@@ -79,6 +79,7 @@ class IngestSummary:
     chunks_deleted: int = 0
     chunks_refit: int = 0
     chunks_truncated: int = 0
+    commits: int = 0  # commits that wrote batches of chunks
     ocr_pages: int = 0  # pages of this run's documents read by OCR
     ocr_seconds: float = 0.0  # time OCR took on this run's documents (pages without text read)
     max_tokens: int = 0
@@ -139,6 +140,7 @@ class IngestSummary:
             self.chunks_reused += outcome.vectors.reused
         self.chunks_refit += sum(result.refit for result in outcome.splits)
         self.chunks_truncated += sum(result.over_window for result in outcome.splits)
+        self.commits += outcome.ends_commit
 
     # -- the measures, named once; every rendering below reads them -------------------------
 
@@ -176,6 +178,7 @@ class IngestSummary:
             **{f"ocr {name}": n for name, n in self.ocr_counts().items()},
             **{f"seconds {stage}": round(s, 2) for stage, s in self.stage_seconds.items()},
             "seconds total": round(self.seconds, 2),
+            "chunk commits": self.commits,
             **(
                 {}
                 if self.first_forward_pass is None
@@ -204,7 +207,8 @@ class IngestSummary:
             self.counts_line(),
             f"window: {self.chunks_refit} chunks re-split to fit the {self.max_tokens}-token "
             f"window, {self.chunks_truncated} would be truncated",
-            f"time: {self.seconds:.1f} s ({stages}); embed {rate:.1f} chunks/s",
+            f"time: {self.seconds:.1f} s ({stages}); {self.commits} commits; "
+            f"embed {rate:.1f} chunks/s",
         ]
         if self.first_forward_pass is not None:
             lines[-1] += f"; first forward pass {self.first_forward_pass:.1f} s after start"

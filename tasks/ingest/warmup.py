@@ -1,7 +1,7 @@
 """What an ingest run will need, made ready while Prefect starts: the parser and the model.
 
 Before a flow's first line runs, Prefect creates the flow run, and without an API server it
-first starts a temporary one (seconds). The run's first load then starts the parser process
+first starts a temporary one (seconds). The run's first load then starts the parser processes
 (imports unstructured) and its first embed loads the model. `start_warm_up` does both in
 background threads of the command-line process during that wait, but only when the run will
 index something: a quick plan (sizes and mtimes against the ledger, as the run's own plan
@@ -19,7 +19,7 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import Fingerprint
 from tasks.embed.models import get_embedder, model_info
 from tasks.ingest.discover import ScanSettings, plan_run
-from tasks.ingest.parse_worker import WORKER
+from tasks.ingest.parse_worker import PARSERS
 from tasks.ingest.settings import IngestSettings
 from tasks.text.split import SplitSettings
 
@@ -57,7 +57,7 @@ def _warm_up(settings: IngestSettings) -> None:
         target=_quietly, args=(lambda: get_embedder(settings.model),), daemon=True
     )
     model.start()
-    WORKER.start()
+    PARSERS.start()
 
 
 def start_warm_up(settings: IngestSettings) -> threading.Thread:
