@@ -292,7 +292,12 @@ def test_each_change_under_the_watcher_is_reflected_in_search_without_a_full_sca
     runs = live.settle(lambda: hits(uri, "zymurgy") == [])
     assert_restricted(runs, seen=0, removed=1)
 
-    shutil.rmtree(source / "guide")  # a folder delete
+    (source / "guide").rename(source / "manual")  # a folder renamed
+    manual = ["manual/install.md", "manual/usage.md"]
+    runs = live.settle(lambda: hits(uri, "xylograph") == manual)
+    assert_restricted(runs, seen=2, removed=2)
+
+    shutil.rmtree(source / "manual")  # a folder delete
     runs = live.settle(lambda: hits(uri, "xylograph") == [])
     assert_restricted(runs, seen=0, removed=2)
 
