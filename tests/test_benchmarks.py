@@ -178,6 +178,22 @@ def check_kills(out: str) -> None:
     )
 
 
+def check_watch(out: str) -> None:
+    """Every edit found by a query, a burst applied whole, the idle watcher measured."""
+    assert_lines(
+        out,
+        r"data/sample/rust-book: 12 files, model hash:64",
+        r"reconcile at start: [\d.]+ s to the first run's end \(watch: run 1 \(reconcile\).*",
+        r"edit to search +median [\d.]+ s  p90 [\d.]+ s  max [\d.]+ s  over 3 edits",
+        r"burst +20 files: \d+ runs, all applied: True, .*",
+        r"idle CPU +watcher [\d.]+ %  process tree [\d.]+ %  over 2 s",
+    )
+    report = json_line(out)
+    assert len(report["edit_s"]) == 3
+    assert report["burst"]["all_applied"] is True and report["burst"]["runs"] >= 1
+    assert all("changed paths" in line for line in report["burst"]["run_lines"])
+
+
 @dataclass(frozen=True)
 class Smoke:
     """How a benchmark's smoke run starts and what its output must show."""
@@ -198,6 +214,7 @@ SMOKE = {
     "rerank": Smoke(check_rerank),
     "incremental": Smoke(check_incremental, test_server=True),
     "kills": Smoke(check_kills, test_server=True),
+    "watch": Smoke(check_watch, test_server=True),
 }
 SMOKE_TESTED_ELSEWHERE = {"analysers": "tests/test_analysis.py"}
 

@@ -13,6 +13,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -39,9 +40,10 @@ REGISTER_S = 120  # serve process up and deployment registered
 RUN_S = 300  # one flow run from trigger to a terminal state
 
 
-@pytest.fixture
-def stack(tmp_path) -> Iterator[dict]:
-    """A Prefect server and the served deployment; both are stopped whatever happens."""
+@contextmanager
+def serving(tmp_path: Path, *extra: str) -> Iterator[dict]:
+    """A Prefect server and the served deployment (`extra`: more serve arguments); both are
+    stopped whatever happens."""
     source, index = tmp_path / "source", tmp_path / "index"
     source.mkdir()
     for name in FILES:
@@ -55,7 +57,7 @@ def stack(tmp_path) -> Iterator[dict]:
         # Yearly cron: no scheduled run comes due while the test runs.
         serve = start(
             [sys.executable, "-m", "deployments.serve", "--source", str(source)]
-            + ["--index", str(index), "--cron", "0 0 1 1 *", "--name", DEPLOYMENT],
+            + ["--index", str(index), "--cron", "0 0 1 1 *", "--name", DEPLOYMENT, *extra],
             client_env,
             logs["serve"],
         )
@@ -77,6 +79,18 @@ def stack(tmp_path) -> Iterator[dict]:
             }
         finally:
             stop(serve)  # before the server: serve pauses its schedule via the server
+
+
+@pytest.fixture
+def stack(tmp_path) -> Iterator[dict]:
+    with serving(tmp_path) as served:
+        yield served
+
+
+@pytest.fixture
+def watched_stack(tmp_path) -> Iterator[dict]:
+    with serving(tmp_path, "--watch", "--debounce", "0.1") as served:
+        yield served
 
 
 def wait_terminal(stack: dict, run_id: str) -> dict:
@@ -193,3 +207,43 @@ def test_served_deployment_reindexes_changes_one_run_at_a_time(stack):
     assert untouched[0] == untouched[1], "an unchanged document was re-written"
     ledger = {row["doc_id"]: row["status"] for row in rows(index, DOCUMENTS_TABLE)}
     assert ledger == {EDITED: "indexed", UNTOUCHED: "indexed"}
+
+
+def ledger_or_none(uri: str) -> dict[str, str] | None:
+    """doc_id → status, or None while the dataset is not there yet."""
+    try:
+        return {row["doc_id"]: row["status"] for row in rows(uri, DOCUMENTS_TABLE)}
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def test_served_with_watch_indexes_each_change_of_the_folder(watched_stack):
+    http, index, source = watched_stack["http"], watched_stack["index"], watched_stack["source"]
+    reconciled = dict.fromkeys(FILES, "indexed")
+    wait_for(lambda: ledger_or_none(index) == reconciled, RUN_S, "the reconcile run")
+    before = chunks_by_doc(index)
+
+    edited = source / EDITED
+    edited.write_text(edited.read_text(encoding="utf-8") + f"\n\n{MARKER}\n", encoding="utf-8")
+    (source / DELETED).unlink()
+
+    def reflected() -> dict | None:
+        after = chunks_by_doc(index)
+        return after if any(MARKER in row["text"] for row in after.get(EDITED, ())) else None
+
+    after = wait_for(reflected, RUN_S, "the edit to be indexed", interval=0.5)
+    wait_for(lambda: DELETED not in chunks_by_doc(index), RUN_S, "the delete", interval=0.5)
+    assert ledger_or_none(index) == {EDITED: "indexed", UNTOUCHED: "indexed"}
+    untouched = [sorted(row["chunk_id"] for row in found[UNTOUCHED]) for found in (before, after)]
+    assert untouched[0] == untouched[1]
+
+    # The watcher's runs: flow runs of `ingest` (not of the deployment), tagged `watch`, named
+    # for what started them, the changed paths as their parameter.
+    watched = {"flow_runs": {"tags": {"all_": ["watch"]}}}
+    runs = http.post("/flow_runs/filter", json=watched).json()
+    assert {run["deployment_id"] for run in runs} == {None}
+    (reconcile,) = [run for run in runs if run["parameters"]["paths"] is None]
+    assert reconcile["name"] == "watch: reconcile"
+    changes = [run for run in runs if run["parameters"]["paths"] is not None]
+    assert {path for run in changes for path in run["parameters"]["paths"]} == {EDITED, DELETED}
+    assert all(re.fullmatch(r"watch: \d+ changed paths", run["name"]) for run in changes)

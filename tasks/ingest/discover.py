@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from stat import S_ISDIR, S_ISLNK
+
+from pydantic import field_validator
 
 from tasks.core.formats import MIME_TYPES
 from tasks.core.options import Settings, option
@@ -25,7 +28,9 @@ class ScanSettings(Settings):
     `exclude` globs match the name of any file or folder on the way (a matching folder is not
     entered) and add to DEFAULT_EXCLUDE; `include` globs, when given, must match the path
     relative to the root. Symlinked folders are never entered (no loops); a symlinked file is
-    read only if it resolves inside the root.
+    read only if it resolves inside the root. `paths`, when given, restricts the scan to those
+    files and folders (what a watcher saw change): nothing else is listed or hashed, and only
+    documents under them can be found removed.
     """
 
     include: list[str] | None = option(
@@ -37,12 +42,53 @@ class ScanSettings(Settings):
         "temp files always are)",
         metavar="GLOB",
     )
+    paths: list[str] | None = option(
+        None,
+        "only list and hash these files or folders (relative to the folder), and remove only "
+        "documents under them: a run of just the changed paths; repeatable",
+        flag="--path",
+        metavar="PATH",
+    )
+
+    @field_validator("paths")
+    @classmethod
+    def _relative(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else [relative_path(path) for path in value]
 
     def excluded(self, name: str) -> bool:
         return any(fnmatchcase(name, p) for p in (*DEFAULT_EXCLUDE, *(self.exclude or ())))
 
     def included(self, doc_id: str) -> bool:
         return not self.include or any(fnmatchcase(doc_id, p) for p in self.include)
+
+
+def relative_path(path: str) -> str:
+    """`path` as a posix path relative to the source folder ("" is the folder itself); a
+    ValueError for an absolute path or one that climbs out with `..`."""
+    relative = PurePosixPath(path.replace(os.sep, "/"))
+    if relative.is_absolute() or ".." in relative.parts:
+        raise ValueError(f"{path!r} is not a path inside the folder (relative, without ..)")
+    return "" if relative == PurePosixPath(".") else relative.as_posix()
+
+
+def outermost(paths: Iterable[str]) -> tuple[str, ...]:
+    """The paths that lie under no other one of them, sorted: "a" covers "a/b.md"."""
+    kept: list[str] = []
+    for path in sorted(set(paths)):  # a folder sorts before what lies under it
+        if not any(is_under(path, folder) for folder in kept):
+            kept.append(path)
+    return tuple(kept)
+
+
+def is_under(doc_id: str, folder: str) -> bool:
+    """Whether `doc_id` lies under the relative `folder` ("" is the root)."""
+    return folder == "" or doc_id.startswith(folder + "/")
+
+
+def in_scope(doc_id: str, scope: frozenset[str]) -> bool:
+    """Whether `doc_id` is one of the relative paths in `scope` or lies under one of them."""
+    parts = doc_id.split("/")
+    return "" in scope or any("/".join(parts[:i]) in scope for i in range(1, len(parts) + 1))
 
 
 def file_sha256(path: str | Path) -> str:
@@ -60,6 +106,7 @@ class Scan:
 
     files: tuple[SourceFile, ...]
     unreadable_dirs: tuple[str, ...] = field(default=())  # relative posix paths, "" = the root
+    scope: tuple[str, ...] | None = None  # the paths scanned (ScanSettings.paths); None: all
 
 
 def discover(
@@ -72,7 +119,9 @@ def discover(
     A file whose size and mtime match its ledger entry keeps the recorded hash without being
     read (the fast path); any other file is hashed. A file that cannot be read gets an empty
     hash, so the run tries to load it and records why it failed. Folders that cannot be listed
-    are reported, so that nothing under them is taken as deleted.
+    are reported, so that nothing under them is taken as deleted. With `settings.paths`, only
+    those files and folders are looked at, by the same rules as a whole scan: a path under an
+    excluded or symlinked folder finds nothing, nor does one that is gone.
     """
     root = Path(root).resolve()
     if not root.is_dir():
@@ -85,32 +134,60 @@ def discover(
         path = Path(error.filename or root)
         unreadable.append("" if path == root else path.relative_to(root).as_posix())
 
-    found: list[SourceFile] = []
-    for folder, dirs, files in os.walk(root, onerror=on_error):
-        dirs[:] = sorted(d for d in dirs if not settings.excluded(d))
-        for name in files:
-            mime = MIME_TYPES.get(Path(name).suffix.lower())
-            path = Path(folder, name)
-            doc_id = path.relative_to(root).as_posix()
-            if mime is None or settings.excluded(name) or not settings.included(doc_id):
-                continue
-            if path.is_symlink() and not path.resolve().is_relative_to(root):
-                continue
+    def source_file(path: Path) -> SourceFile | None:
+        """The file at `path` if a scan picks it up, hashed unless the ledger has it."""
+        mime = MIME_TYPES.get(path.suffix.lower())
+        doc_id = path.relative_to(root).as_posix()
+        if mime is None or settings.excluded(path.name) or not settings.included(doc_id):
+            return None
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            return None
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return None  # vanished while listing, or a dangling link: it is not there
+        mtime_us = stat.st_mtime_ns // 1000
+        entry = known.get(doc_id)
+        if entry and (entry.size, entry.mtime_us) == (stat.st_size, mtime_us):
+            content_hash = entry.content_hash
+        else:
             try:
-                stat = path.stat()
-            except FileNotFoundError:
-                continue  # vanished while listing, or a dangling link: it is not there
-            mtime_us = stat.st_mtime_ns // 1000
-            entry = known.get(doc_id)
-            if entry and (entry.size, entry.mtime_us) == (stat.st_size, mtime_us):
-                content_hash = entry.content_hash
-            else:
-                try:
-                    content_hash = file_sha256(path)
-                except OSError:
-                    content_hash = ""  # unreadable: load records the reason
-            found.append(SourceFile(doc_id, str(path), stat.st_size, mtime_us, content_hash, mime))
-    return Scan(tuple(sorted(found, key=lambda f: f.doc_id)), tuple(sorted(unreadable)))
+                content_hash = file_sha256(path)
+            except OSError:
+                content_hash = ""  # unreadable: load records the reason
+        return SourceFile(doc_id, str(path), stat.st_size, mtime_us, content_hash, mime)
+
+    def walk(top: Path) -> Iterable[SourceFile | None]:
+        for folder, dirs, files in os.walk(top, onerror=on_error):
+            dirs[:] = sorted(d for d in dirs if not settings.excluded(d))
+            yield from (source_file(Path(folder, name)) for name in files)
+
+    def look_at(relative: str) -> Iterable[SourceFile | None]:
+        """What a whole scan would find at the relative path: a folder's files, a file."""
+        if relative == "":
+            return walk(root)
+        parts = relative.split("/")
+        if any(settings.excluded(name) for name in parts):
+            return ()
+        try:
+            if any(root.joinpath(*parts[:i]).is_symlink() for i in range(1, len(parts))):
+                return ()  # under a symlinked folder, which a scan never enters
+            mode = (root / relative).lstat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return ()  # gone: what the ledger holds under it is removed
+        except OSError:
+            unreadable.append(relative)  # e.g. a parent folder it may not look into
+            return ()
+        if S_ISDIR(mode):
+            return walk(root / relative)
+        if S_ISLNK(mode) and (root / relative).is_dir():
+            return ()  # a symlinked folder: never entered
+        return (source_file(root / relative),)
+
+    scope = None if settings.paths is None else outermost(settings.paths)
+    tops = ("",) if scope is None else scope
+    found = [source for top in tops for source in look_at(top) if source is not None]
+    return Scan(tuple(sorted(found, key=lambda f: f.doc_id)), tuple(sorted(unreadable)), scope)
 
 
 @dataclass(frozen=True)
@@ -123,6 +200,7 @@ class Plan:
     kept_unseen: tuple[str, ...] = ()  # not seen, but under a folder that could not be listed
     unreadable_dirs: tuple[str, ...] = ()  # folders the scan could not list
     touched: tuple[SourceFile, ...] = ()  # unchanged bytes, but another size or mtime
+    scope: tuple[str, ...] | None = None  # the paths the scan was restricted to; None: all
 
     @property
     def changes(self) -> bool:
@@ -135,16 +213,12 @@ class Plan:
 
     def describe(self) -> str:
         """One line for the run log."""
+        restricted = "" if self.scope is None else f" (scan restricted to {len(self.scope)} paths)"
         return (
-            f"{self.files_seen} files: {len(self.to_index)} to index, {len(self.unchanged)} "
-            f"unchanged, {len(self.removed)} removed; unreadable folders: "
+            f"{self.files_seen} files{restricted}: {len(self.to_index)} to index, "
+            f"{len(self.unchanged)} unchanged, {len(self.removed)} removed; unreadable folders: "
             f"{', '.join(self.unreadable_dirs) or 'none'}"
         )
-
-
-def is_under(doc_id: str, folder: str) -> bool:
-    """Whether `doc_id` lies under the relative `folder` ("" is the root)."""
-    return folder == "" or doc_id.startswith(folder + "/")
 
 
 def plan_changes(
@@ -159,8 +233,8 @@ def plan_changes(
     match the ledger; failed documents, and documents left empty for one of the `retry`
     reasons (`ocr_off` when this run has OCR on), are tried again. An unchanged file whose
     size or mtime differ from the ledger's is also `touched` (its new ones are recorded). A
-    ledger entry missing from the scan is removed only if no unreadable folder could be hiding
-    it.
+    ledger entry missing from the scan is removed only if the scan looked where it was (its
+    `scope`, when restricted) and no unreadable folder could be hiding it.
     """
     to_index: list[SourceFile] = []
     unchanged: list[SourceFile] = []
@@ -180,7 +254,8 @@ def plan_changes(
         if same and recorded != (source.size, source.mtime_us):  # same bytes, touched
             touched.append(source)
     seen = {source.doc_id for source in scan.files}
-    unseen = sorted(doc_id for doc_id in ledger if doc_id not in seen)
+    scope = frozenset(("",) if scan.scope is None else scan.scope)
+    unseen = sorted(d for d in ledger if d not in seen and in_scope(d, scope))
     hidden = {d for d in unseen if any(is_under(d, folder) for folder in scan.unreadable_dirs)}
     removed = [d for d in unseen if d not in hidden]
     return Plan(
@@ -190,6 +265,7 @@ def plan_changes(
         tuple(sorted(hidden)),
         scan.unreadable_dirs,
         tuple(touched),
+        scan.scope,
     )
 
 
