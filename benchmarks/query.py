@@ -1,7 +1,8 @@
 """Query latency per mode, in-process and over HTTP, and ANN recall against exact search.
 
     .venv/bin/python -m benchmarks.query [--sizes 10000 100000] [--queries 50] [--sweep]
-                                         [--no-http] [--smoke]
+                                         [--no-http] [--queries-file PATH] [--profile]
+                                         [--smoke]
 
 Rows are synthetic but written as an ingest writes them. The passages are the XQuAD-en and
 XQuAD-zh paragraphs of ../shared/eval (240 English, 240 Chinese), loaded and split by the
@@ -18,9 +19,13 @@ questions, English and Chinese in turn.
 
 Reports, per size: p50/p95 of a whole query (embedding included, on one torch thread as in
 the service, see tasks.embed.models.prefer_latency) per mode in-process and over HTTP (`--serve` in
-a subprocess, one keep-alive connection); vector search alone with the index and as an exact
-scan; recall@10 of the index against the exact scan. `--sweep` also times exact scans against
-a fresh IVF_SQ index on small tables, which is where ANN_MIN_ROWS comes from.
+a subprocess, one keep-alive connection); the throughput of a batch in the default mode
+(`Searcher.search_many` on one warm Searcher, as `flows.query --queries-file` runs): the
+questions of `--queries-file` (one a line, or JSON Lines with a "query" or a "text"), else
+the benchmark's; vector search alone with the index and as an exact scan; recall@10 of the
+index against the exact scan. `--profile` also prints where the in-process hybrid queries
+spent their time (cProfile, the most cumulative time first). `--sweep` also times exact scans
+against a fresh IVF_SQ index on small tables, which is where ANN_MIN_ROWS comes from.
 
 `--smoke` runs the same steps in seconds without ../shared: the passages are two Rust book
 chapters and two Chinese Debian handbook pages of data/sample (SMOKE_FILES), the questions
@@ -30,9 +35,12 @@ SMOKE_QUESTIONS, one size of SMOKE_ROWS rows (and a sweep of SMOKE_SWEEP_ROWS wi
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import math
 import os
+import pstats
 import socket
 import subprocess
 import sys
@@ -88,6 +96,45 @@ WRITE_ROWS = 10_000  # chunks per write_batch call (an ingest batch of 2,500 doc
 def percentiles(seconds: list[float]) -> str:
     p50, p95 = np.percentile(np.array(seconds) * 1000, [50, 95])
     return f"p50 {p50:6.1f} ms  p95 {p95:6.1f} ms"
+
+
+def read_questions(path: str) -> list[str]:
+    """The questions of a file: one a line, or JSON Lines with a "query" (batch files) or a
+    "text" (POST /search bodies); blank lines skipped."""
+    questions = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            text = line.strip()
+            if text.startswith("{"):
+                record = json.loads(text)
+                text = record.get("query") or record.get("text") or ""
+            if text.strip():
+                questions.append(text)
+    if not questions:
+        raise SystemExit(f"{path}: no questions")
+    return questions
+
+
+def batch_rate(searcher: Searcher, questions: list[str]) -> float:
+    """Questions per second through one warm Searcher in the default mode, as one batch."""
+    params = SearchParams(k=10)
+    searcher.search_many(questions[:5], params)  # warm-up
+    start = time.perf_counter()
+    searcher.search_many(questions, params)
+    return len(questions) / (time.perf_counter() - start)
+
+
+def profile(searcher: Searcher, questions: list[str], lines: int = 25) -> str:
+    """cProfile of the questions in hybrid mode: the calls with the most cumulative time."""
+    params = SearchParams(k=10, mode="hybrid")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for question in questions:
+        searcher.search(question, params)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(lines)
+    return out.getvalue()
 
 
 def timed(call, inputs) -> list[float]:
@@ -282,6 +329,14 @@ def main() -> int:
     parser.add_argument("--sweep", action="store_true", help="also time small tables")
     parser.add_argument("--no-http", action="store_true", help="skip the HTTP service")
     parser.add_argument(
+        "--queries-file",
+        metavar="PATH",
+        help="the batch's questions: one a line, or JSON Lines with a query or text",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="also profile the in-process hybrid queries"
+    )
+    parser.add_argument(
         "--smoke",
         action="store_true",
         help=f"{len(SMOKE_FILES)} files of data/sample, {SMOKE_ROWS} rows, in seconds",
@@ -330,6 +385,14 @@ def main() -> int:
             result = timed(lambda q, p=params, s=searcher: s.search(q, p), questions)
             entry["in_process"][mode] = float(np.median(result) * 1000)
             print(f"  in-process {mode:<6} {percentiles(result)}")
+        batch = read_questions(args.queries_file) if args.queries_file else questions
+        entry["batch_questions_per_s"] = batch_rate(searcher, batch)
+        print(
+            f"  batch      {len(batch)} questions, default mode: "
+            f"{entry['batch_questions_per_s']:.1f} questions/s"
+        )
+        if args.profile:
+            print(profile(searcher, questions))
         ann = timed(lambda v, s=searcher: s._vector(v, None, 10), probes)
         exact = timed(lambda v, s=searcher: exact_scan(s, v), probes)
         entry["recall@10"] = recall_at_10(searcher, probes)

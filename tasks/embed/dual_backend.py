@@ -69,6 +69,7 @@ _HALF = 1.0 / math.sqrt(2.0)
 CROSS_SCRIPT_DEPTH = 20
 BEST_SENTENCE_WEIGHT = 0.5
 SENTENCE_CACHE_TEXTS = 2048  # chunk texts whose sentence vectors a process keeps (~40 MB)
+ASKED_QUESTIONS = 64  # questions asked alone whose multilingual vectors the re-scoring reuses
 # Where a chunk's text divides into sentences: after CJK or Latin sentence-final punctuation
 # (Latin ones and colons only before a space), and at line breaks.
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.:])\s+|\n+")
@@ -111,16 +112,23 @@ class DualEmbedder:
         self.info = _dual_info(english.info, multilingual.info)
 
     def weighted(
-        self, texts: list[str], latin: tuple[float, float, float], other: tuple[float, float]
+        self,
+        texts: list[str],
+        latin: tuple[float, float, float],
+        other: tuple[float, float],
+        multilingual: np.ndarray | None = None,
     ) -> np.ndarray:
         """Each text's [English part | multilingual part | slot], weighted (English,
-        multilingual, slot) for a text that `reads_english`, else (0, multilingual, slot)."""
+        multilingual, slot) for a text that `reads_english`, else (0, multilingual, slot);
+        `multilingual`: the texts' multilingual vectors where the caller encoded them."""
         vectors = np.zeros((len(texts), self.info.dimension), np.float32)
         if not texts:
             return vectors
         d1, d2 = self._d1, self._d2
         reads = np.array([reads_english(text) for text in texts])
-        vectors[:, d1 : d1 + d2] = self.multilingual.encode(texts)
+        vectors[:, d1 : d1 + d2] = (
+            self.multilingual.encode(texts) if multilingual is None else multilingual
+        )
         rows = np.flatnonzero(reads)
         if rows.size:
             vectors[rows, :d1] = self.english.encode([texts[i] for i in rows]) * latin[0]
@@ -148,12 +156,26 @@ class DualQuestions:
         # chunk text → its sentences' multilingual vectors, for the most recent
         # SENTENCE_CACHE_TEXTS: a warm process re-scores chunks it has seen without encoding
         self._sentence_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        # question → its multilingual vector, for the last ASKED_QUESTIONS asked alone: the
+        # re-scoring reads the vector the question's embedding made instead of encoding again
+        self._asked: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
 
     def encode(self, texts: list[str]) -> np.ndarray:
         w = QUESTION_ENGLISH_WEIGHT
+        multilingual = None
+        if len(texts) == 1:  # as `cross_script_bonus` encodes it: alone (the same vector)
+            multilingual = self.documents.multilingual.encode(texts)
+            with self._cache_lock:
+                self._asked[texts[0]] = multilingual[0]
+                self._asked.move_to_end(texts[0])
+                while len(self._asked) > ASKED_QUESTIONS:
+                    self._asked.popitem(last=False)
         return self.documents.weighted(
-            texts, latin=(math.sqrt(w), math.sqrt(1 - w), 0.0), other=(1.0, 0.0)
+            texts,
+            latin=(math.sqrt(w), math.sqrt(1 - w), 0.0),
+            other=(1.0, 0.0),
+            multilingual=multilingual,
         )
 
     def cross_script_bonus(self, question: str, texts: list[str]) -> np.ndarray:
@@ -165,7 +187,10 @@ class DualQuestions:
         across = [i for i, text in enumerate(texts) if reads_english(text) != latin_question]
         if not across:
             return bonus
-        asked = self.documents.multilingual.encode([question])[0]
+        with self._cache_lock:
+            asked = self._asked.get(question)
+        if asked is None:
+            asked = self.documents.multilingual.encode([question])[0]
         best = [float((matrix @ asked).max()) for matrix in self._sentences_of(texts, across)]
         share = math.sqrt(1 - QUESTION_ENGLISH_WEIGHT) if latin_question else 1.0
         bonus[across] = BEST_SENTENCE_WEIGHT * share * _HALF * np.asarray(best)

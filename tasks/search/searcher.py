@@ -24,10 +24,19 @@ show, as without rerank), which the cross-encoder re-scores and re-orders. `scor
 the cross-encoder's score (for the usual one-label models a sigmoid, 0 to 1, higher is
 better), `min_score` a floor on that score, and per_doc keeps each document's best chunk by
 it. Without `rerank` nothing of this runs and the cross-encoder code is not imported.
+
+Hybrid mode's full-text list does not wait for the question's embedding: it starts on a kept
+pool thread first (LanceDB releases the GIL while it searches) and runs beside the embedding,
+the vector list and its re-scoring (issue 24; benchmarks/RESULTS.md, "Query latency and the
+vector index"). The hits and scores are those of a plain sequential search
+(tests/test_query_equality.py).
 """
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 
@@ -46,6 +55,32 @@ from tasks.search.rerank import PairScorer, cross_encoder, rerank
 from tasks.text import analysis
 
 PER_DOC_OVERFETCH = 5  # chunks fetched per wanted document with per_doc, grown as needed
+# Full-text lists that run at once beside their searches' other steps, in the whole process:
+# as many as the service runs searches at once (flows/service.py, SEARCH_THREADS).
+TEXT_LIST_THREADS = 8
+# A batch's full-text lists started ahead of the question being ranked (each holds up to
+# fusion depth rows in memory until its question's turn).
+TEXT_LISTS_AHEAD = 2 * TEXT_LIST_THREADS
+
+
+@dataclass(frozen=True)
+class TextList:
+    """Hybrid mode's full-text list: its hits, best first, and what the coverage gate and the
+    cosine floor read of each hit (empty lists when not asked for)."""
+
+    hits: list[Hit]
+    terms: list[str]  # each hit's analysed text
+    vectors: list[np.ndarray]  # each hit's stored vector
+
+    def above(self, vector: np.ndarray, minimum: float) -> TextList:
+        """The hits with at least `minimum` cosine similarity to `vector` (stored vectors are
+        unit length: cosine is a dot product)."""
+        kept = [i for i, row in enumerate(self.vectors) if float(np.dot(row, vector)) >= minimum]
+        return TextList(
+            [self.hits[i] for i in kept],
+            [self.terms[i] for i in kept] if self.terms else [],
+            [self.vectors[i] for i in kept],
+        )
 
 
 class Searcher:
@@ -115,17 +150,36 @@ class Searcher:
         return self.search_many([text], params)[0]
 
     def search_many(self, texts: list[str], params: SearchParams) -> list[list[Hit]]:
-        """Hits for each text; the texts are embedded in one batch."""
+        """Hits for each text; the texts are embedded in one batch, in hybrid mode while
+        their full-text lists are searched."""
         mode = self.resolve_mode(params.mode)
         scorer = cross_encoder(params.rerank) if params.rerank else None  # fails before embedding
         where = chunk_filter(params, self._doc_window(params.since, params.until))
-        vectors: list[np.ndarray | None] = (
-            list(self.embedder().encode(texts)) if mode != "fts" else [None] * len(texts)
-        )
-        return [
-            self._search_one(text, vector, mode, where, params, scorer)
-            for text, vector in zip(texts, vectors, strict=True)
-        ]
+        started: dict[int, Future[TextList]] = {}  # text index → its full-text list
+
+        def start(first: int, end: int) -> None:
+            if mode == "hybrid":
+                depth = max(_first_limit(params), self.fusion().depth)
+                floor = scorer is None and params.min_score is not None
+                for i in range(first, min(end, len(texts))):
+                    started[i] = self._start_text_list(texts[i], where, depth, floor)
+
+        start(0, TEXT_LISTS_AHEAD)
+        try:
+            vectors: list[np.ndarray | None] = (
+                list(self.embedder().encode(texts)) if mode != "fts" else [None] * len(texts)
+            )
+            results = []
+            for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+                start(i + TEXT_LISTS_AHEAD, i + TEXT_LISTS_AHEAD + 1)
+                text_list = started.pop(i, None)
+                results.append(
+                    self._search_one(text, vector, mode, where, params, scorer, text_list)
+                )
+            return results
+        finally:
+            for text_list in started.values():  # after a failure: none runs for nothing
+                text_list.cancel()
 
     def _search_one(
         self,
@@ -135,18 +189,18 @@ class Searcher:
         where: str | None,
         params: SearchParams,
         scorer: PairScorer | None = None,
+        text_list: Future[TextList] | None = None,
     ) -> list[Hit]:
         """Top hits for one query; with per_doc, fetch more chunks until k documents show;
-        with a cross-encoder `scorer`, re-rank the candidates first (see the module doc)."""
-        limit = params.k * PER_DOC_OVERFETCH if params.per_doc else params.k
-        if scorer is not None:
-            limit = max(limit, params.rerank_depth)
+        with a cross-encoder `scorer`, re-rank the candidates first (see the module doc).
+        `text_list`: hybrid mode's full-text list for the first limit, already started."""
+        limit = _first_limit(params)
         floor = params.min_score if scorer is None else None  # else a floor on the new score
         while True:
-            hits = self._ranked(text, vector, mode, where, limit, floor)
+            hits = self._ranked(text, vector, mode, where, limit, floor, text_list)
             if not params.per_doc or len(best_per_doc(hits)) >= params.k or len(hits) < limit:
                 break
-            limit *= 4
+            limit, text_list = limit * 4, None
         if scorer is not None:
             hits = _above(rerank(text, hits, scorer), params.min_score)
         return (best_per_doc(hits) if params.per_doc else hits)[: params.k]
@@ -159,21 +213,27 @@ class Searcher:
         where: str | None,
         limit: int,
         min_score: float | None,
+        text_list: Future[TextList] | None = None,
     ) -> list[Hit]:
-        """Up to `limit` hits in `mode`, each at or above `min_score` (see the module doc)."""
+        """Up to `limit` hits in `mode`, each at or above `min_score` (see the module doc);
+        in hybrid mode with the full-text list `text_list` where it was started already."""
         if mode == "fts":
-            return _above(self._fts(text, where, limit, None), min_score)
+            return _above(self._fts(text, where, limit), min_score)
         assert vector is not None
         if mode == "vector":
             return self._by_vector(text, vector, where, limit, min_score)[:limit]
         fusion = self.fusion()
         depth = max(limit, fusion.depth)
+        if text_list is None:
+            text_list = self._start_text_list(text, where, depth, min_score is not None)
         by_vector = self._by_vector(text, vector, where, depth, min_score)
-        floor = None if min_score is None else (vector, min_score)
-        terms: list[str] | None = None if fusion.full_coverage is None else []  # hits' terms
-        by_text = self._fts(text, where, depth, floor, terms)
-        coverage = 1.0 if terms is None else term_coverage(analysis.query_text(text).split(), terms)
-        return fusion.fuse(text, by_vector, by_text, limit, coverage)
+        by_text = text_list.result()
+        if min_score is not None:
+            by_text = by_text.above(vector, min_score)
+        coverage = 1.0
+        if fusion.full_coverage is not None:
+            coverage = term_coverage(analysis.query_text(text).split(), by_text.terms)
+        return fusion.fuse(text, by_vector, by_text.hits, limit, coverage)
 
     def _by_vector(
         self,
@@ -202,32 +262,59 @@ class Searcher:
         rows = self.dataset.nearest(vector, HIT_COLUMNS, where, limit)
         return [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
 
-    def _fts(
-        self,
-        text: str,
-        where: str | None,
-        limit: int,
-        floor: tuple[np.ndarray, float] | None,
-        terms: list[str] | None = None,
-    ) -> list[Hit]:
-        """Chunks by BM25; with `floor` (vector, minimum), only those with at least that cosine
-        similarity to the vector (stored vectors are unit length: cosine is a dot product).
-        A `terms` list receives each hit's analysed text, in rank order."""
-        columns = [*HIT_COLUMNS, *([VECTOR_COLUMN] if floor is not None else [])]
-        columns += [SEARCH_TEXT_COLUMN] if terms is not None else []
-        rows = self.dataset.matching(text, columns, where, limit)
-        if floor is not None:
-            vector, minimum = floor
-            rows = [row for row in rows if float(np.dot(row[VECTOR_COLUMN], vector)) >= minimum]
-        if terms is not None:
-            terms.extend(row[SEARCH_TEXT_COLUMN] for row in rows)
+    def _fts(self, text: str, where: str | None, limit: int) -> list[Hit]:
+        """Up to `limit` chunks by BM25, best first."""
+        rows = self.dataset.matching(text, HIT_COLUMNS, where, limit)
         return [Hit.from_row(row, row["_score"]) for row in rows]
+
+    def _start_text_list(
+        self, text: str, where: str | None, limit: int, floor: bool
+    ) -> Future[TextList]:
+        """Hybrid mode's full-text list of `limit` chunks by BM25, searched on a pool thread,
+        with each hit's analysed text where the fusion's coverage gate reads it and, with a
+        cosine `floor` to apply, its stored vector."""
+        terms = self.fusion().full_coverage is not None
+        columns = [
+            *HIT_COLUMNS,
+            *([SEARCH_TEXT_COLUMN] if terms else []),
+            *([VECTOR_COLUMN] if floor else []),
+        ]
+
+        def search() -> TextList:
+            rows = self.dataset.matching(text, columns, where, limit)
+            return TextList(
+                [Hit.from_row(row, row["_score"]) for row in rows],
+                [row[SEARCH_TEXT_COLUMN] for row in rows] if terms else [],
+                [row[VECTOR_COLUMN] for row in rows] if floor else [],
+            )
+
+        return _text_list_pool().submit(search)
 
     def _doc_window(self, since: datetime | None, until: datetime | None) -> str | None:
         if since is None and until is None:
             return None
         ledger = self.dataset.documents.search().select(["doc_id", "mtime"]).limit(None)
         return doc_window(ledger.to_arrow(), since, until)
+
+
+def _first_limit(params: SearchParams) -> int:
+    """The hits a search ranks first: k, more with per_doc, at least rerank_depth with a
+    cross-encoder."""
+    limit = params.k * PER_DOC_OVERFETCH if params.per_doc else params.k
+    return max(limit, params.rerank_depth) if params.rerank else limit
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _text_list_pool() -> ThreadPoolExecutor:
+    """The process's pool for full-text lists: made on first use, its threads kept."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(TEXT_LIST_THREADS, thread_name_prefix="text-list")
+        return _pool
 
 
 @cache
