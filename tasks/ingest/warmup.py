@@ -5,16 +5,20 @@ first starts a temporary one (seconds). The run's first load then starts the par
 (imports unstructured) and its first embed loads the model. `start_warm_up` does both in
 background threads of the command-line process during that wait, but only when the run will
 index something: a quick plan (sizes and mtimes against the ledger, as the run's own plan
-does) decides, so a run with nothing to index still loads no model. Nothing here is needed
+does) decides, so a run with nothing to index still loads no model; for a new dataset, the
+first document found in the folder does. Nothing here is needed
 for correctness: any error is left for the run itself to meet and report.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
+from tasks.core.formats import MIME_TYPES
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import Fingerprint
 from tasks.embed.models import get_embedder, model_info
@@ -34,13 +38,20 @@ def will_index(settings: IngestSettings) -> bool:
     fp = Fingerprint.of(model_info(settings.model), settings.narrow(SplitSettings))
     dataset = Dataset(settings.index_uri)
     if settings.rebuild or not dataset.exists():
-        ledger = {}
-    elif dataset.fingerprint != fp:
+        return _holds_a_document(Path(settings.source_dir))
+    if dataset.fingerprint != fp:
         return False
-    else:
-        ledger = dataset.ledger()
-    plan = plan_run(settings.source_dir, ledger, settings.narrow(ScanSettings), fp.id)
+    plan = plan_run(settings.source_dir, dataset.ledger(), settings.narrow(ScanSettings), fp.id)
     return bool(plan.to_index)
+
+
+def _holds_a_document(folder: Path) -> bool:
+    """Whether any file under `folder` has a supported suffix: stops at the first one, and
+    hashes nothing (a new dataset's run indexes every file; the scan's finer rules are the
+    run's business)."""
+    return any(
+        Path(name).suffix.lower() in MIME_TYPES for _, _, files in os.walk(folder) for name in files
+    )
 
 
 def _quietly(step: Callable[[], object]) -> None:
