@@ -36,11 +36,20 @@ def prefect_backend(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def subprocess_env(prefect_backend, tmp_path_factory) -> dict[str, str]:
-    """Environment for flow runs in child processes: the test server, a throw-away home."""
+    """Environment for flow runs in child processes: the test server, a throw-away home, and
+    one parser process per run (tests run many small runs, some side by side; the pool of
+    parser processes is tested in this process)."""
     from prefect.settings import PREFECT_API_URL
 
+    from tasks.ingest.parse_worker import WORKERS_ENV
+
     home = tmp_path_factory.mktemp("prefect-home")
-    return {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_HOME": str(home)}
+    return {
+        **os.environ,
+        "PREFECT_API_URL": PREFECT_API_URL.value(),
+        "PREFECT_HOME": str(home),
+        WORKERS_ENV: "1",
+    }
 
 
 def build_small_corpus(corpus: Path) -> Path:

@@ -23,7 +23,7 @@ from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.ingest.discover import ScanSettings, discover
 from tasks.ingest.load import LoadSettings, load_batch
 from tasks.ingest.parse import ReadOptions
-from tasks.ingest.parse_worker import ParseWorker
+from tasks.ingest.parse_worker import ParserPool, ParseWorker
 
 from .commands import run_module
 from .conftest import ROOT, SAMPLE, shared_path
@@ -190,6 +190,19 @@ def test_a_parser_process_that_dies_costs_only_its_file(tmp_path):
     assert fine.status == "indexed", "a fresh parser process took over"
 
 
+def test_a_pool_of_parser_processes_loads_a_batch_side_by_side_in_order(tmp_path):
+    for i in range(6):
+        (tmp_path / f"doc{i}.md").write_text(f"# Doc {i}\n\nBody of document {i}.", "utf-8")
+    sources = list(discover(tmp_path).files)
+    pool = ParserPool(size=2)
+    documents = pool.load_all(sources, ReadOptions(), timeout=600)
+    assert [doc.doc_id for doc in documents] == [source.doc_id for source in sources]
+    assert all(doc.status == "indexed" for doc in documents)
+    assert [b.text for b in documents[3].blocks] == ["Doc 3", "Body of document 3."]
+    # Each worker takes seconds to start: the second file went to the second one meanwhile.
+    assert all(worker._process is not None for worker in pool._workers)
+
+
 def _parse_from_a_daemon(source: SourceFile, statuses: multiprocessing.Queue) -> None:
     statuses.put(ParseWorker().load(source, ReadOptions(), timeout=600).status)
 
@@ -264,21 +277,39 @@ def test_a_batch_that_keeps_failing_marks_only_its_documents(
     assert_consistent(uri)
 
 
-def run_ingest(corpus: Path, uri: str, env: dict[str, str], **extra_env: str):
+def run_ingest(
+    corpus: Path, uri: str, env: dict[str, str], *options: str, **extra_env: str
+):  # one file per batch; each batch its own commit unless `options` say otherwise
     return run_module(
         "flows.ingest", str(corpus), "--index", uri, "--model", "hash",
-        "--batch-size", "1", "--parse-timeout", "0", env={**env, **extra_env},
+        "--batch-size", "1", "--parse-timeout", "0", "--commit-chunks", "1", *options,
+        env={**env, **extra_env},
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("point", ["load:2", "embed:2", "write:2"])
-def test_sigkill_at_any_point_then_rerun_equals_a_clean_run(subprocess_env, tmp_path, point):
-    corpus = small_docs(tmp_path / "docs", n=3)
+# A small doc is 2 chunks: with --commit-chunks 4, batches are written two by two, and
+# "write:2" kills the run between the second grouped commit's chunks and its ledger rows.
+GROUPED = ("--commit-chunks", "4")
+
+
+@pytest.mark.parametrize(
+    ("point", "options"),
+    [("load:2", ()), ("embed:2", ()), ("write:2", ()), ("write:2", GROUPED)],
+    ids=["load", "embed", "write", "grouped-write"],
+)
+def test_sigkill_at_any_point_then_rerun_equals_a_clean_run(
+    subprocess_env, tmp_path, point, options
+):
+    corpus = small_docs(tmp_path / "docs", n=6 if options else 3)
     clean_uri, uri = str(tmp_path / "clean"), str(tmp_path / "index")
     # The crash comes first: a step served from Prefect's cache would not reach its crash point.
-    crashed = run_ingest(corpus, uri, subprocess_env, DOC_INDEXER_CRASH=point)
+    crashed = run_ingest(corpus, uri, subprocess_env, *options, DOC_INDEXER_CRASH=point)
     assert crashed.returncode == -9, crashed.stderr[-2000:]
-    rerun = run_ingest(corpus, uri, subprocess_env)
+    if options:  # killed inside the second commit: the first group's four documents are in
+        assert "[batches 1-2/6] 2 documents" in crashed.stderr, crashed.stderr[-3000:]
+        assert len({row["doc_id"] for row in rows(uri, CHUNKS_TABLE)}) == 4
+        assert len(rows(uri, DOCUMENTS_TABLE)) == 2, "the ledger lags the killed commit"
+    rerun = run_ingest(corpus, uri, subprocess_env, *options)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert run_ingest(corpus, clean_uri, subprocess_env).returncode == 0
     assert chunk_set(uri) == chunk_set(clean_uri)
