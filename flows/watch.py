@@ -43,7 +43,7 @@ from tasks.core.options import add_options, parse_options
 from tasks.dataset.location import DatasetError
 from tasks.embed.models import get_embedder
 from tasks.ingest.discover import ScanSettings
-from tasks.ingest.parse_worker import WORKER
+from tasks.ingest.parse_worker import PARSERS
 from tasks.ingest.settings import IngestSettings, resolve_auto_model
 from tasks.ingest.summary import IngestSummary
 from tasks.ingest.watch import ChangeQueue, FolderWatcher, WatchError, WatchSettings, keep_live
@@ -100,13 +100,13 @@ def ingest_runner(
 
 
 def keep_warm(settings: IngestSettings) -> threading.Thread:
-    """Load the model and start the parser process in the background now, whether or not
+    """Load the model and start the parser processes in the background now, whether or not
     the reconcile needs them: the first change must not wait for them."""
 
     def warm() -> None:
         try:
             get_embedder(settings.model)
-            WORKER.start()
+            PARSERS.start()
         except Exception:  # noqa: BLE001 - the run meets the same error and reports it
             log.debug("warm-up failed", exc_info=True)
 
