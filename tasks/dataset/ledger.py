@@ -18,18 +18,25 @@ LEDGER_COLUMNS = [
 
 
 def read_ledger(table: Table) -> dict[str, LedgerEntry]:
-    """doc_id → what the documents table records about it."""
-    rows = table.to_arrow().select(LEDGER_COLUMNS).to_pylist()
+    """doc_id → what the documents table records about it. Read column by column (a
+    no-change run of 100,000 files reads 100,000 entries before anything else)."""
+    ledger = table.search().select(LEDGER_COLUMNS).limit(None).to_arrow()
+    mtime_us = ledger.column("mtime").cast(pa.int64()).to_pylist()  # µs since the epoch
+    statuses = {status.value: status for status in Status}  # a dict lookup, not Status(...)
     return {
-        row["doc_id"]: LedgerEntry(
-            content_hash=row["content_hash"],
-            status=Status(row["status"]),
-            pipeline_fingerprint=row["pipeline_fingerprint"],
-            size=row["size"],
-            mtime_us=(row["mtime"] - EPOCH) // timedelta(microseconds=1),
-            reason=Reason.of(row["reason"]) if row["reason"] else None,
+        doc_id: LedgerEntry(
+            content_hash=content_hash,
+            status=statuses[status],
+            pipeline_fingerprint=fingerprint,
+            size=size,
+            mtime_us=mtime,
+            reason=Reason.of(reason) if reason else None,
         )
-        for row in rows
+        for doc_id, content_hash, status, reason, fingerprint, size, mtime in zip(
+            *(ledger.column(name).to_pylist() for name in LEDGER_COLUMNS[:-1]),
+            mtime_us,
+            strict=True,
+        )
     }
 
 
