@@ -15,6 +15,7 @@ from flows.query import main, render_markdown
 from flows.query_flow import query
 from flows.service import create_app
 from tasks.dataset.dataset import Dataset
+from tasks.search.context import Piece, around_hit, centred, join_pieces
 from tasks.search.hits import Hit
 from tasks.search.params import SECTION_LIMIT, SearchParams
 from tasks.search.searcher import Searcher
@@ -277,3 +278,35 @@ def test_markdown_quotes_each_line_and_cites_source_section_and_page():
     assert render_markdown([hit]) == (
         "1. > First line.\n   >\n   > Second line.\n\n   — docs/a.pdf, Intro > Setup, page 3"
     )
+
+
+def test_pieces_join_by_their_offsets():
+    document = "One two three.\n\nFour five six seven eight."
+    spans = [(0, 14), (16, 30), (21, 42)]  # a blank line between the first two, then overlap
+    pieces = [Piece(i, "", document[a:b], a, b) for i, (a, b) in enumerate(spans)]
+    text, starts = join_pieces(pieces)
+    assert text == document
+    assert [text[s : s + len(p.text)] for s, p in zip(starts, pieces, strict=True)] == [
+        p.text for p in pieces
+    ]
+    spaced = [Piece(0, "", "One", 0, 3), Piece(1, "", "two", 4, 7)]  # one trimmed space
+    assert join_pieces(spaced) == ("One two", [0, 4])
+
+
+def test_a_cut_keeps_the_hit_and_moves_to_word_boundaries_when_it_can():
+    words = " ".join(f"w{i:03d}" for i in range(200))  # 999 characters
+    start = words.index("w100")
+    text, begin, end = centred(words, start, start + 4, 101)
+    assert text[begin:end] == "w100" and len(text) <= 101
+    assert set(text.split()) <= set(words.split()) and abs(begin - (len(text) - end)) <= 5
+    han = "字" * 500  # no spaces: cut anyway, at the limit
+    text, begin, end = centred(han, 250, 260, 100)
+    assert (len(text), begin, end) == (100, 45, 55)
+    assert centred("short", 0, 5, 100) == ("short", 0, 5)
+
+
+def test_a_hit_whose_document_changed_since_gets_its_own_text_only():
+    hit = Hit("d.md:chunk:0001", "d.md", "/d.md", "d", "", None, 1, 3, 1.0, "old text", 10, 18)
+    now = {i: Piece(i, "", f"new text {i}", 10 * i, 10 * i + 10) for i in range(3)}
+    stale = around_hit(hit, now, context=1, section=False, limit=SECTION_LIMIT)
+    assert (stale.context, stale.context_start, stale.context_end) == ("old text", 0, 8)
