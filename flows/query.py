@@ -1,6 +1,7 @@
 """Query: search the index for the chunks that answer a question.
 
-    python -m flows.query "question" [--mode vector|fts|hybrid] [-k N] [filters] [--json]
+    python -m flows.query "question" [--mode vector|fts|hybrid] [-k N] [filters]
+                          [--context N | --expand section] [--json | --format markdown]
     python -m flows.query --queries-file Q.jsonl [options]   one JSON line per query
     python -m flows.query --stats | --sources [--json]
     python -m flows.query --serve [--rerank PATH] [--host 127.0.0.1] [--port 8765] [limits]
@@ -15,7 +16,11 @@ PATH (score = its relevance score).
 mode, on the cross-encoder's score with --rerank. Filters combine: --source GLOB (`*` also
 crosses `/`; relative or absolute path), --type, --section TEXT (heading path contains, any
 case), --since/--until (document modification time: ISO date or date-time, UTC unless
-stated, or an age like 7d; --until is exclusive). --serve answers POST /search over HTTP
+stated, or an age like 7d; --until is exclusive). --context N gives each hit the text of N
+neighbouring chunks on each side, --expand section that of its whole section (both in the
+JSON hits as `context`, with the hit's range in it, `context_start` and `context_end`).
+--format markdown prints the hits (or their context) as numbered quotes with their source,
+section and page, ready to paste into a prompt. --serve answers POST /search over HTTP
 (flows/service.py); of the search options it takes only --rerank, the one cross-encoder its
 requests may switch on or off, and its limits are the service options.
 
@@ -52,6 +57,8 @@ from tasks.search.rerank import cross_encoder
 from tasks.search.searcher import Searcher
 from tasks.search.snippet import snippet
 
+# How hits are printed: a table, JSON (also `--json`) or Markdown quotes with citations.
+FORMATS = ("table", "json", "markdown")
 SCORE_MEANING = {
     "vector": "cosine similarity",
     "fts": "BM25",
@@ -69,12 +76,37 @@ def render_table(hits: list[Hit], text: str) -> str:
         lines.append(f"{rank:>2}. {hit.score:.4f}  {found}{hit.doc_id}{page}")
         if hit.section:
             lines.append(f"    § {hit.section}")
+        shown = snippet(hit.text, text) if hit.context is None else marked_context(hit)
         lines.extend(
-            textwrap.wrap(
-                snippet(hit.text, text), width=96, initial_indent="    ", subsequent_indent="    "
-            )
+            textwrap.wrap(shown, width=96, initial_indent="    ", subsequent_indent="    ")
         )
     return "\n".join(lines)
+
+
+def marked_context(hit: Hit) -> str:
+    """The hit's context on one line, the hit's own text between » and «."""
+    assert hit.context is not None
+    start, end = hit.context_start, hit.context_end
+    marked = f"{hit.context[:start]}»{hit.context[start:end]}«{hit.context[end:]}"
+    return " ".join(marked.split())
+
+
+def render_markdown(hits: list[Hit]) -> str:
+    """The hits as a numbered Markdown list of quotes (the context where there is one), each
+    followed by its citation: source, section, page."""
+    items = []
+    for rank, hit in enumerate(hits, start=1):
+        indent = " " * len(f"{rank}. ")
+        quote = (hit.context if hit.context is not None else hit.text).strip().splitlines()
+        lines = [f"> {line}".rstrip() for line in quote]
+        citation = [hit.doc_id, *([hit.section] if hit.section else [])]
+        if hit.page_number is not None:
+            citation.append(f"page {hit.page_number}")
+        lines += ["", f"— {', '.join(citation)}"]
+        items.append(f"{rank}. {lines[0]}")
+        items.extend(f"{indent}{line}" if line else "" for line in lines[1:])
+        items.append("")
+    return "\n".join(items).rstrip("\n")
 
 
 def render_stats(stats: dict[str, Any]) -> str:
@@ -131,6 +163,12 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, arg
     parser.add_argument("--model", help="refuse a dataset not built with this model")
     output = parser.add_argument_group("output")
     output.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    output.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="print the hits as a table, JSON (as --json) or Markdown quotes with citations "
+        "(default: table)",
+    )
     add_options(output, ArtifactOption)
     output.add_argument(
         "--record",
@@ -151,6 +189,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, arg
     ]
     if args.serve and per_request:
         parser.error(f"--serve takes no {', '.join(per_request)}: each request sets its own")
+    if args.json and args.format not in (None, "json"):
+        parser.error(f"--json and --format {args.format} cannot be combined")
+    args.format = "json" if args.json else args.format or "table"
+    if args.format == "markdown" and not needs_text:
+        parser.error("--format markdown prints the hits of one question")
     return parser, args
 
 
@@ -164,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reranker = parse_options(parser, args, SearchParams).rerank
         return exit_status(lambda: serve(dataset.index_uri, service, reranker))
     if args.stats or args.sources:
-        return exit_status(lambda: _describe(dataset.index_uri, args.stats, args.json))
+        as_json = args.format == "json"
+        return exit_status(lambda: _describe(dataset.index_uri, args.stats, as_json))
     record = bool(args.record or args.artifact or configured_api_url())
     # Without an API server, Prefect's temporary server starts while the model loads.
     server = temporary_server.start() if record else None
@@ -174,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: _run_batch(args.queries_file, dataset.index_uri, params, record, server)
         )
     request = parse_options(parser, args, QueryRequest)
-    return exit_status(lambda: _ask(request, args.model, args.json, record, server))
+    return exit_status(lambda: _ask(request, args.model, args.format, record, server))
 
 
 def _describe(index_uri: str, stats: bool, as_json: bool) -> int:
@@ -192,7 +236,7 @@ def _describe(index_uri: str, stats: bool, as_json: bool) -> int:
 def _ask(
     request: QueryRequest,
     model: str | None,
-    as_json: bool,
+    output: str,
     record: bool,
     server: temporary_server.TemporaryServer | None,
 ) -> int:
@@ -213,8 +257,10 @@ def _ask(
         hits = query(**request.options())
     else:
         hits = searcher.search(request.text, request.narrow(SearchParams))
-    if as_json:
+    if output == "json":
         print(json.dumps([asdict(hit) for hit in hits], ensure_ascii=False, indent=2))
+    elif output == "markdown" and hits:
+        print(render_markdown(hits))
     elif hits:
         meaning = f"cross-encoder, {mode} candidates" if request.rerank else SCORE_MEANING[mode]
         header = f"{len(hits)} hits, mode {mode} (score: {meaning})"

@@ -51,9 +51,11 @@ def test_chunk_rows_start_with_the_fields_of_chunk_and_hits_read_chunk_columns()
     chunk_fields = [field.name for field in dataclasses.fields(Chunk)]
     assert [field.name for field in CHUNK_COLUMNS[: len(chunk_fields)]] == chunk_fields
     hints = typing.get_type_hints(Hit)
-    # score and found_by (which of hybrid mode's lists found the hit) are not columns
-    assert HIT_COLUMNS == [name for name in hints if name not in ("score", "found_by")]
-    assert not {"score", "found_by"} & set(columns)
+    # score, found_by (which of hybrid mode's lists found the hit) and the text around the
+    # hit are not columns
+    not_columns = ("score", "found_by", "context", "context_start", "context_end")
+    assert HIT_COLUMNS == [name for name in hints if name not in not_columns]
+    assert not set(not_columns) & set(columns)
     for name in HIT_COLUMNS:
         kind = hints[name]
         nullable = isinstance(kind, types.UnionType)

@@ -219,7 +219,7 @@ def test_scores_per_mode_and_min_score(awkward):
 
 
 def hit(chunk_id: str, score: float) -> Hit:
-    return Hit(chunk_id, f"{chunk_id}.md", f"/{chunk_id}.md", "", "", None, 0, 1, score, "")
+    return Hit(chunk_id, f"{chunk_id}.md", f"/{chunk_id}.md", "", "", None, 0, 1, score, "", 0, 0)
 
 
 def test_hybrid_fusion_weighs_standardised_scores():

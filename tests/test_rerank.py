@@ -44,7 +44,7 @@ def tiny_cross_encoder(tmp_path_factory) -> str:
 
 
 def hit(chunk_id: str, doc_id: str, text: str, score: float = 0.0) -> Hit:
-    return Hit(chunk_id, doc_id, f"/{doc_id}", "", "", None, 0, 1, score, text)
+    return Hit(chunk_id, doc_id, f"/{doc_id}", "", "", None, 0, 1, score, text, 0, len(text))
 
 
 def by_length(pairs: list[tuple[str, str]]) -> list[float]:

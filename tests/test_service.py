@@ -150,6 +150,24 @@ def test_search_returns_the_cli_json_schema(service):
     assert [hit["doc_id"] for hit in filtered] == ["bread.md"]
 
 
+def test_search_returns_the_text_around_each_hit_when_asked(service):
+    url, body = f"{service.base}/search", {"text": "Who owns a value in Rust?", "k": 1}
+    plain = httpx.post(url, json=body).json()[0]
+    assert (plain["context"], plain["context_start"], plain["context_end"]) == (None, None, None)
+    for extra in ({"context": 2}, {"expand": "section"}):  # one-chunk documents here
+        hit = httpx.post(url, json=body | extra).json()[0]
+        assert (hit["context"], hit["context_start"], hit["context_end"]) == (
+            plain["text"],
+            0,
+            len(plain["text"]),
+        )
+    refused = httpx.post(url, json=body | {"context": 1, "expand": "section"})
+    assert refused.status_code == 422
+    assert refused.json()["problems"] == [
+        {"field": "body", "message": "context and expand cannot be combined: choose one"}
+    ]
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

@@ -14,9 +14,12 @@ FoundBy = Literal["vector", "text", "both"]
 class Hit:
     """One search result; what `score` means depends on the mode (tasks/search/searcher.py).
 
-    Every field but `score` and `found_by` (set in hybrid mode only, tasks/search/fusion.py)
-    is a column of the chunks table (checked by tests/test_contracts.py); `--json` and POST
-    /search return these fields.
+    Every field but `score`, `found_by` (set in hybrid mode only, tasks/search/fusion.py)
+    and the context ones is a column of the chunks table (checked by
+    tests/test_contracts.py); `--json` and POST /search return these fields. `char_start`
+    and `char_end` are the text's range in the document text. With the `context` or
+    `expand` search option, `context` is the text around the hit (tasks/search/context.py)
+    and `context[context_start:context_end] == text`; else the three are None.
     """
 
     chunk_id: str
@@ -29,7 +32,12 @@ class Hit:
     chunk_count: int
     score: float
     text: str
+    char_start: int
+    char_end: int
     found_by: FoundBy | None = None
+    context: str | None = None
+    context_start: int | None = None
+    context_end: int | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any], score: float) -> Hit:
@@ -40,7 +48,7 @@ class Hit:
         return dataclasses.replace(self, score=round(score, 6))
 
 
-# The chunks table columns a search reads: the fields of Hit but score and found_by.
-HIT_COLUMNS = [
-    field.name for field in dataclasses.fields(Hit) if field.name not in ("score", "found_by")
-]
+# The fields of Hit that are not columns of the chunks table.
+NOT_COLUMNS = ("score", "found_by", "context", "context_start", "context_end")
+# The chunks table columns a search reads: the other fields of Hit.
+HIT_COLUMNS = [field.name for field in dataclasses.fields(Hit) if field.name not in NOT_COLUMNS]

@@ -16,6 +16,10 @@ from tasks.core.options import Settings, option
 Mode = Literal["vector", "fts", "hybrid"]
 MODES: tuple[Mode, ...] = ("vector", "fts", "hybrid")
 MAX_K = 1000
+# What `expand` can widen a hit to (tasks/search/context.py).
+Expand = Literal["section"]
+MAX_CONTEXT = 10  # most neighbouring chunks on each side of a hit
+SECTION_LIMIT = 8_000  # most characters of an expanded section, centred on the hit when cut
 # Candidates a cross-encoder re-scores by default: as many as hybrid mode fuses from each
 # ranking (what that costs: README, "Reranking").
 RERANK_DEPTH = 50
@@ -64,6 +68,18 @@ class SearchOptions(Settings):
         ge=1,
         le=MAX_K,
     )
+    context: int = option(
+        0,
+        "give each hit the text of N neighbouring chunks of its document on each side",
+        metavar="N",
+        ge=0,
+        le=MAX_CONTEXT,
+    )
+    expand: Expand | None = option(
+        None,
+        f"give each hit the text of its whole section (at most {SECTION_LIMIT:,} characters, "
+        "centred on the hit)",
+    )
 
     @field_validator("since", "until", mode="before")
     @classmethod
@@ -93,6 +109,8 @@ class SearchOptions(Settings):
     def _window(self) -> Self:
         if self.since and self.until and self.since >= self.until:
             raise ValueError("since must be earlier than until")
+        if self.context and self.expand:
+            raise ValueError("context and expand cannot be combined: choose one")
         return self
 
     @property

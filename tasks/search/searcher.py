@@ -25,6 +25,8 @@ the cross-encoder's score (for the usual one-label models a sigmoid, 0 to 1, hig
 better), `min_score` a floor on that score, and per_doc keeps each document's best chunk by
 it. Without `rerank` nothing of this runs and the cross-encoder code is not imported.
 
+With `context` or `expand`, the chosen hits get the text around them (tasks/search/context.py).
+
 Hybrid mode's full-text list does not wait for the question's embedding: it starts on a kept
 pool thread first (LanceDB releases the GIL while it searches) and runs beside the embedding,
 the vector list and its re-scoring (issue 24; benchmarks/RESULTS.md, "Query latency and the
@@ -47,6 +49,7 @@ from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.embed.base import CrossScriptRescorer, Embedder
 from tasks.embed.models import model_info, model_spec_for, query_embedder
+from tasks.search.context import with_context
 from tasks.search.filters import chunk_filter, doc_window
 from tasks.search.fusion import Fusion, best_per_doc, fusion_for, term_coverage
 from tasks.search.hits import HIT_COLUMNS, Hit
@@ -176,7 +179,8 @@ class Searcher:
                 results.append(
                     self._search_one(text, vector, mode, where, params, scorer, text_list)
                 )
-            return results
+            # The text around the chosen hits, all of them in one query (none when not asked).
+            return with_context(self.dataset.chunks, results, params.context, params.expand)
         finally:
             for text_list in started.values():  # after a failure: none runs for nothing
                 text_list.cancel()
