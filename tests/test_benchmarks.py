@@ -194,6 +194,22 @@ def check_watch(out: str) -> None:
     assert all("changed paths" in line for line in report["burst"]["run_lines"])
 
 
+def check_scale(out: str) -> None:
+    """Generated notes through the whole command: every note indexed, a commit, a no-change
+    re-run and a cold query, each row printed."""
+    keys = (
+        "files", "indexed", "chunks", "wall_s", "files_per_s", "chunks_per_s", "flow_s",
+        "stage_s", "commits", "first_embedding_s", "peak_rss_ingest_mib",
+        "rss_ingest_first_tenth_mib", "peak_rss_tree_mib", "no_change_rerun_s",
+        "no_change_rerun_peak_rss_mib", "cold_query_s",
+    )  # fmt: skip
+    assert_lines(out, r"40 notes, [\d.]+ MiB, generated in .*", *(rf"{key} +\S.*" for key in keys))
+    [run] = json_line(out)["runs"]
+    assert run["model"] == "hash:384" and run["files"] == run["indexed"] == 40
+    assert run["chunks"] >= 40 and run["commits"] >= 1
+    assert {"load (waiting)", "split", "embed", "write"} <= set(run["stage_s"])
+
+
 @dataclass(frozen=True)
 class Smoke:
     """How a benchmark's smoke run starts and what its output must show."""
@@ -214,6 +230,7 @@ SMOKE = {
     "rerank": Smoke(check_rerank),
     "incremental": Smoke(check_incremental, test_server=True),
     "kills": Smoke(check_kills, test_server=True),
+    "scale": Smoke(check_scale, test_server=True),
     "watch": Smoke(check_watch, test_server=True),
 }
 SMOKE_TESTED_ELSEWHERE = {"analysers": "tests/test_analysis.py"}
