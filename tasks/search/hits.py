@@ -30,10 +30,16 @@ class Hit:
     score: float
     text: str
     found_by: FoundBy | None = None
+    # The document's metadata (tasks/core/records.py, Metadata); a dataset made before it was
+    # read has no such columns: none and empty.
+    authors: tuple[str, ...] = ()
+    language: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any], score: float) -> Hit:
-        return cls(**{name: row[name] for name in HIT_COLUMNS}, score=round(score, 6))
+        values: dict[str, Any] = {name: row.get(name) for name in HIT_COLUMNS}
+        values["authors"] = tuple(values["authors"] or ())
+        return cls(**values, score=round(score, 6))
 
     def rescored(self, score: float) -> Hit:
         """The same hit (found_by included) with another score."""
