@@ -124,7 +124,7 @@ def language_tag(value: object) -> str | None:
     text = one_line(value)
     if text is None:
         return None
-    first = re.split(r"[,;\s]", text.strip().lower().replace("_", "-"))[0]
+    first = re.split(r"[,;]", text.lower().replace("_", "-"))[0].strip()
     return first if _LANGUAGE_TAG.fullmatch(first) else None
 
 
