@@ -107,13 +107,16 @@ def load_named(folder: Path, name: str) -> Document:
     return load_document(source)
 
 
-def heading_places(folder: Path, name: str, data: bytes) -> dict[str, tuple[str, int | None]]:
-    """Load `data` saved as `name` (made from MARKDOWN): check it is indexed with the title and
-    heading path MARKDOWN gives, and return each block's (section, heading level) by text."""
+def heading_places(
+    folder: Path, name: str, data: bytes, title: str = "Llamas"
+) -> dict[str, tuple[str, int | None]]:
+    """Load `data` saved as `name` (made from MARKDOWN): check it is indexed with `title` (the
+    first heading of MARKDOWN, unless the file declares one) and the heading path MARKDOWN
+    gives, and return each block's (section, heading level) by text."""
     (folder / name).write_bytes(data)
     doc = load_named(folder, name)
     assert doc.status == Status.INDEXED, doc.error
-    assert doc.title == "Llamas"
+    assert doc.title == title
     places = {block.text: (block.section, block.heading_level) for block in doc.blocks}
     assert places["Llamas live in the Andes and carry loads for herders."] == ("Llamas", 1)
     assert places["Their wool is soft and warm."] == ("Llamas > Wool", 2)

@@ -60,6 +60,26 @@ class Block:
 
 
 @dataclass(frozen=True)
+class Metadata:
+    """What a document says about itself (tasks/ingest/metadata.py reads it per format).
+
+    `title`, `authors`, `created` and `modified` are the document's own statements,
+    normalised: dates in ISO 8601 where they parse (else as written). `language` is a
+    lower-case tag ("en", "pt-br"): the one the document declares, else the one detected in
+    its text, else None. `meta` is every key the document declares, by its own names (a
+    Markdown file's YAML front matter, an HTML page's <meta> names, a PDF's information
+    dictionary, ...), as the JSON text of an object; "" when it declares none.
+    """
+
+    title: str | None = None
+    authors: tuple[str, ...] = ()
+    created: str | None = None
+    modified: str | None = None
+    language: str | None = None
+    meta: str = ""
+
+
+@dataclass(frozen=True)
 class Document:
     """A loaded source file: its blocks of text, or the reason it has none."""
 
@@ -71,6 +91,7 @@ class Document:
     message: str = ""  # the detail of `reason`
     ocr_pages: tuple[int, ...] = ()  # pages whose text came from OCR
     ocr_seconds: float = 0.0  # time spent rendering and recognising pages for OCR
+    metadata: Metadata = field(default_factory=Metadata)  # what the document says about itself
 
     @property
     def doc_id(self) -> str:

@@ -29,9 +29,11 @@ from tasks.dataset import chunk_store, ledger, upkeep
 from tasks.dataset.location import DatasetError, connect
 from tasks.dataset.lock import Logger, ingest_lock
 from tasks.dataset.schema import (
+    ADDED_COLUMNS,
     CHUNKS_TABLE,
     DOCUMENTS_SCHEMA,
     DOCUMENTS_TABLE,
+    METADATA_UNREAD,
     SCHEMA_VERSION,
     Fingerprint,
     chunks_schema,
@@ -145,6 +147,7 @@ class Dataset:
             )
 
     def _refuse_missing_columns(self, fp: Fingerprint) -> None:
+        self._add_metadata_columns(fp)
         for name, schema in (
             (CHUNKS_TABLE, chunks_schema(fp)),
             (DOCUMENTS_TABLE, DOCUMENTS_SCHEMA),
@@ -157,6 +160,28 @@ class Dataset:
                     "with --rebuild to re-index everything, or pass --index to write a new "
                     "dataset."
                 )
+
+    def _add_metadata_columns(self, fp: Fingerprint) -> None:
+        """Give a dataset made before document metadata was read the columns it lacks (empty),
+        and mark every document it holds to be read again by this run (stored vectors are
+        reused: only the reading is done again), so that each gets its metadata. Marked
+        first: a run stopped in between marks them again."""
+        schemas = {CHUNKS_TABLE: chunks_schema(fp), DOCUMENTS_TABLE: DOCUMENTS_SCHEMA}
+        missing = {
+            name: [
+                schemas[name].field(column)
+                for column in columns
+                if column not in self._table(name).schema.names
+            ]
+            for name, columns in ADDED_COLUMNS.items()
+        }
+        if not any(missing.values()):
+            return
+        if self.documents.count_rows():
+            self.documents.update(values={"pipeline_fingerprint": METADATA_UNREAD})
+        for name, fields in missing.items():
+            if fields:
+                self._table(name).add_columns(fields)
 
     def indexed_columns(self) -> set[str]:
         """Columns of the chunks table that have an index."""

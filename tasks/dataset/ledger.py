@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import pyarrow as pa
 from lancedb.table import Table
 
 from tasks.core.reasons import Reason, Status
-from tasks.core.records import Chunk, Document, LedgerEntry, SourceFile
-from tasks.dataset.schema import EPOCH, Fingerprint, document_rows
+from tasks.core.records import Chunk, Document, LedgerEntry, Metadata, SourceFile
+from tasks.dataset.schema import EPOCH, METADATA_COLUMNS, Fingerprint, document_rows
 from tasks.dataset.sql import sql_in
 
 LEDGER_COLUMNS = [
@@ -43,23 +45,51 @@ def read_ledger(table: Table) -> dict[str, LedgerEntry]:
 def record(
     table: Table, documents: list[Document], chunks: list[Chunk], fp: Fingerprint, at: datetime
 ) -> None:
-    """Record each document's outcome and chunk count in one commit, counting its attempts."""
+    """Record each document's outcome and chunk count in one commit, counting its attempts.
+
+    A failed document keeps its previous chunks (Dataset.write_batch), so it keeps the title
+    and metadata recorded with them too.
+    """
     n_chunks: dict[str, int] = {}
     for chunk in chunks:
         n_chunks[chunk.doc_id] = n_chunks.get(chunk.doc_id, 0) + 1
-    previous = (
-        table.search()
+    previous = {
+        row["doc_id"]: row
+        for row in table.search()
         .where(sql_in("doc_id", [doc.doc_id for doc in documents]))
-        .select(["doc_id", "attempts"])
+        .select(["doc_id", "attempts", "title", *METADATA_COLUMNS])
         .to_arrow()
         .to_pylist()
-    )
-    attempts = {row["doc_id"]: row["attempts"] or 0 for row in previous}
+    }
+    attempts = {doc_id: row["attempts"] or 0 for doc_id, row in previous.items()}
+    documents = [
+        _as_before(doc, previous[doc.doc_id])
+        if doc.status == Status.FAILED and doc.doc_id in previous
+        else doc
+        for doc in documents
+    ]
     (
         table.merge_insert("doc_id")
         .when_matched_update_all()
         .when_not_matched_insert_all()
         .execute(document_rows(documents, n_chunks, attempts, fp, at))
+    )
+
+
+def _as_before(doc: Document, row: dict[str, Any]) -> Document:
+    """A failed document with the title and metadata its ledger row records."""
+    return replace(doc, title=row["title"] or doc.title, metadata=metadata_of(row))
+
+
+def metadata_of(row: dict[str, Any]) -> Metadata:
+    """The metadata a ledger row records (empty where its columns are null)."""
+    return Metadata(
+        title=None,  # the ledger's title is the document's (declared or not)
+        authors=tuple(row.get("authors") or ()),
+        created=row.get("created"),
+        modified=row.get("modified"),
+        language=row.get("language"),
+        meta=row.get("meta") or "",
     )
 
 

@@ -30,8 +30,9 @@ FINGERPRINT_KEY = b"doc_indexer.fingerprint"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # The chunks table: every field of `Chunk`, then what the row takes from its document, then
-# the analysed text the full-text index holds. The vector column follows; its width comes
-# from the fingerprint.
+# the analysed text the full-text index holds, then the document metadata that filters and
+# hits read (copied from the ledger's, so that a filter is one SQL prefilter and a hit needs
+# no second read). The vector column follows; its width comes from the fingerprint.
 CHUNK_COLUMNS = (
     pa.field("chunk_id", pa.string(), nullable=False),
     pa.field("doc_id", pa.string(), nullable=False),
@@ -51,6 +52,8 @@ CHUNK_COLUMNS = (
     pa.field("doc_hash", pa.string()),
     pa.field("indexed_at", pa.timestamp("us", tz="UTC")),
     pa.field("search_text", pa.string()),  # tasks.text.analysis.search_text(text)
+    pa.field("authors", pa.list_(pa.string())),  # the document's (Metadata.authors); null: none
+    pa.field("language", pa.string()),  # the document's (Metadata.language)
 )
 SEARCH_TEXT_COLUMN = "search_text"
 VECTOR_COLUMN = "vector"
@@ -63,7 +66,7 @@ DOCUMENT_COLUMNS = (
     pa.field("size", pa.int64()),
     pa.field("mtime", pa.timestamp("us", tz="UTC")),
     pa.field("mime_type", pa.string()),
-    pa.field("title", pa.string()),
+    pa.field("title", pa.string()),  # the declared title, else the first heading, else the name
     pa.field("n_chunks", pa.int32()),
     pa.field("ocr_pages", pa.list_(pa.int32())),  # pages whose text came from OCR
     pa.field("status", pa.string()),  # a Status
@@ -72,7 +75,22 @@ DOCUMENT_COLUMNS = (
     pa.field("attempts", pa.int32()),  # consecutive failed attempts; 0 once indexed or empty
     pa.field("pipeline_fingerprint", pa.string()),  # Fingerprint.id
     pa.field("indexed_at", pa.timestamp("us", tz="UTC")),
+    # What the document says about itself (tasks/core/records.py, Metadata); null when it
+    # says nothing, and in ledgers from before these columns (METADATA_COLUMNS).
+    pa.field("authors", pa.list_(pa.string())),
+    pa.field("created", pa.string()),  # ISO 8601 where the stated date parses, else as stated
+    pa.field("modified", pa.string()),
+    pa.field("language", pa.string()),  # declared, else detected; a lower-case tag
+    pa.field("meta", pa.string()),  # every key the document declares, as JSON text
 )
+# The ledger's metadata columns.
+METADATA_COLUMNS = ("authors", "created", "modified", "language", "meta")
+# The columns that a dataset of this layout made before document metadata was read lacks
+# (nullable: searches read them as empty). The next ingest run adds them, empty, and reads
+# every document again to fill them (Dataset.prepare).
+ADDED_COLUMNS = {CHUNKS_TABLE: ("authors", "language"), DOCUMENTS_TABLE: METADATA_COLUMNS}
+# The pipeline fingerprint that marks a ledger row for reading again (its metadata unread).
+METADATA_UNREAD = "metadata-unread"
 DOCUMENTS_SCHEMA = pa.schema(DOCUMENT_COLUMNS)
 _CHUNK_FIELDS = [field.name for field in dataclasses.fields(Chunk)]
 
@@ -153,6 +171,8 @@ def chunk_rows(
             "doc_hash": doc.source.content_hash,
             "indexed_at": at,
             SEARCH_TEXT_COLUMN: analysis.search_text(chunk.text),
+            "authors": list(doc.metadata.authors) or None,
+            "language": doc.metadata.language,
         }
         for name, value in row.items():
             columns[name].append(value)
@@ -186,6 +206,11 @@ def document_rows(
             "attempts": attempts.get(doc.doc_id, 0) + 1 if doc.status == Status.FAILED else 0,
             "pipeline_fingerprint": fp.id,
             "indexed_at": at,
+            "authors": list(doc.metadata.authors) or None,
+            "created": doc.metadata.created,
+            "modified": doc.metadata.modified,
+            "language": doc.metadata.language,
+            "meta": doc.metadata.meta or None,
         }
         for doc in documents
     ]

@@ -6,6 +6,10 @@ OCR, Office, OpenDocument, EPUB and RTF files through unstructured's partitioner
 the standard library's parser (their attachments as sections). Headings become a section path
 that every following block carries until a heading of the same or a higher level. A file that
 cannot be parsed becomes a document with its reason, never an exception.
+
+A document's metadata is what its reader found in the file (tasks/ingest/metadata.py), with the
+language detected in its text where the file declares none. Its title is the one the file
+gives (an email's subject, a declared title), else its first heading, else its file name.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from tasks.core.reasons import Reason
-from tasks.core.records import Document, SourceFile, sha256_hex
+from tasks.core.records import Document, SourceFile, document_text, sha256_hex
+from tasks.ingest import metadata
 from tasks.ingest.errors import LoadError
 from tasks.ingest.registry import Reading, ReadOptions, reader_for, warm_up_readers
 from tasks.ingest.unstructured_offline import install_unstructured_nlp, sentence_pipeline
@@ -38,6 +43,7 @@ def warm_up() -> None:
     install_unstructured_nlp()
     sentence_pipeline()
     warm_up_readers()
+    metadata.warm_up()
 
 
 def load_document(source: SourceFile, options: ReadOptions | None = None) -> Document:
@@ -69,11 +75,13 @@ def load_document(source: SourceFile, options: ReadOptions | None = None) -> Doc
     if ocr.skipped:  # indexed, but not whole: the ledger says which pages are missing
         pages = ", ".join(map(str, ocr.skipped))
         notes.append(f"OCR stopped at the time budget (--parse-timeout); pages not read: {pages}")
+    found = metadata.with_language(reading.metadata, document_text(blocks))
     return Document(
         source,
-        reading.title or first_heading or source.title,
+        reading.title or found.title or first_heading or source.title,
         tuple(blocks),
         message="; ".join(notes),
         ocr_pages=ocr.page_numbers,
         ocr_seconds=round(ocr.seconds, 3),
+        metadata=found,
     )

@@ -4,11 +4,12 @@ A format's plain facts (its `--type` name, MIME type and suffixes) are declared 
 tasks/core/formats.py, where discovery and search find them without importing the parsers.
 How a format is read is registered here, under the same name, by one module of
 tasks/ingest/readers/ (every module there is imported by `readers()`, so a new module needs no
-import line anywhere): the read function (bytes → blocks, plus what OCR did and a title where
-the format has one), the failure reasons it can give, an optional warm-up, and the modules
-whose code decides its output. Everything else derives from this table: parsing dispatches on
-a file's MIME type (tasks/ingest/parse.py), the parser process warms up every reader, and the
-load step's cache key covers every reader's code (tasks/ingest/cache_keys.py).
+import line anywhere): the read function (bytes → blocks, plus what OCR did, a title where
+the format has one and the file's metadata, tasks/ingest/metadata.py), the failure reasons it
+can give, an optional warm-up, and the modules whose code decides its output. Everything else
+derives from this table: parsing dispatches on a file's MIME type (tasks/ingest/parse.py), the
+parser process warms up every reader, and the load step's cache key covers every reader's code
+(tasks/ingest/cache_keys.py).
 
 Adding a format is one line in tasks/core/formats.py and one module here that calls `register`
 (plus its test); `readers()` refuses a format without a reader and a reader without a format.
@@ -29,7 +30,7 @@ from typing import Literal
 
 from tasks.core.formats import FORMATS, MIME_TYPES, Format
 from tasks.core.reasons import Reason
-from tasks.core.records import Block, SourceFile
+from tasks.core.records import Block, Metadata, SourceFile
 from tasks.ingest.ocr import OcrResult
 
 READERS_PACKAGE = "tasks.ingest.readers"
@@ -67,6 +68,7 @@ class Reading:
     ocr: OcrResult = field(default_factory=OcrResult)
     title: str | None = None  # the document's own title (an email's subject); None: a heading
     notes: tuple[str, ...] = ()  # what an indexed document misses (the ledger's error column)
+    metadata: Metadata = field(default_factory=Metadata)  # what the file says about itself
 
 
 # The read function: the file (its doc_id and MIME type), its bytes and the options → what it

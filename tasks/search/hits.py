@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # Which of hybrid mode's two lists found a hit: the vector one, the full-text one or both.
@@ -35,13 +35,19 @@ class Hit:
     char_start: int
     char_end: int
     found_by: FoundBy | None = None
+    # The document's metadata (tasks/core/records.py, Metadata); a dataset made before it was
+    # read has no such columns: none and empty.
+    authors: list[str] = field(default_factory=list)  # a list: as JSON gives it back
+    language: str | None = None
     context: str | None = None
     context_start: int | None = None
     context_end: int | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any], score: float) -> Hit:
-        return cls(**{name: row[name] for name in HIT_COLUMNS}, score=round(score, 6))
+        values: dict[str, Any] = {name: row.get(name) for name in HIT_COLUMNS}
+        values["authors"] = list(values["authors"] or ())
+        return cls(**values, score=round(score, 6))
 
     def rescored(self, score: float) -> Hit:
         """The same hit (found_by included) with another score."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -13,6 +14,7 @@ from lancedb.table import Table
 
 from tasks.core.scripts import language_group
 from tasks.dataset.location import local_path
+from tasks.dataset.schema import METADATA_COLUMNS
 from tasks.search.searcher import Searcher
 
 LANGUAGE_SAMPLE = 20_000  # most chunks whose text `languages` reads
@@ -87,10 +89,21 @@ def _size(uri: str, tables: list[Any]) -> int:
 
 
 def list_sources(searcher: Searcher) -> list[dict[str, Any]]:
-    """Every document in the ledger with its status, reason, chunk count and OCR'd pages."""
+    """Every document in the ledger with its status, reason, chunk count and OCR'd pages, and
+    its title and metadata (`meta` as an object; a ledger from before metadata has none)."""
     columns = [
-        "doc_id", "mime_type", "status", "reason", "n_chunks", "ocr_pages", "mtime", "error"
+        "doc_id", "mime_type", "status", "reason", "n_chunks", "ocr_pages", "mtime", "error",
+        "title",
     ]  # fmt: skip
-    ledger = searcher.dataset.documents.search().select(columns).limit(None).to_arrow()
+    documents = searcher.dataset.documents
+    columns += [name for name in METADATA_COLUMNS if name in documents.schema.names]
+    ledger = documents.search().select(columns).limit(None).to_arrow()
     rows = sorted(ledger.to_pylist(), key=lambda row: row["doc_id"])
-    return [{**row, "mtime": row["mtime"].isoformat()} for row in rows]
+    return [
+        {
+            **row,
+            "mtime": row["mtime"].isoformat(),
+            **({"meta": json.loads(row["meta"]) if row["meta"] else {}} if "meta" in row else {}),
+        }
+        for row in rows
+    ]

@@ -26,6 +26,7 @@ RERANK_DEPTH = 50
 
 _RELATIVE = re.compile(r"(\d+)([mhdw])")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_LANGUAGE_TAG = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{1,8})*")
 
 
 class SearchOptions(Settings):
@@ -53,6 +54,20 @@ class SearchOptions(Settings):
     )
     until: datetime | None = option(
         None, "documents modified before (same forms as --since)", metavar="WHEN"
+    )
+    author: str | None = option(
+        None, "only documents with an author whose name contains TEXT (any case)", metavar="TEXT"
+    )
+    lang: str | None = option(
+        None,
+        "only documents in this language, declared or detected: en also matches en-us",
+        metavar="CODE",
+    )
+    meta: list[str] = option(
+        [],
+        "only documents that declare KEY (any case) with VALUE, or a list holding it "
+        "(front matter, <meta>, PDF info, ...); repeat to ask for several",
+        metavar="KEY=VALUE",
     )
     min_score: float | None = option(
         None,
@@ -98,6 +113,24 @@ class SearchOptions(Settings):
             raise ValueError(f"must be one of {', '.join(TYPES)}")
         return value
 
+    @field_validator("lang")
+    @classmethod
+    def _language_tag(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        tag = value.strip().lower().replace("_", "-")
+        if not _LANGUAGE_TAG.fullmatch(tag):
+            raise ValueError("must be a language code such as en, de or pt-br")
+        return tag
+
+    @field_validator("meta")
+    @classmethod
+    def _key_value_pairs(cls, value: list[str]) -> list[str]:
+        for pair in value:
+            if not pair.partition("=")[0].strip() or "=" not in pair:
+                raise ValueError("each must be KEY=VALUE, e.g. status=draft")
+        return value
+
     @field_validator("min_score")
     @classmethod
     def _finite(cls, value: float | None) -> float | None:
@@ -116,6 +149,11 @@ class SearchOptions(Settings):
     @property
     def mime_type(self) -> str | None:
         return TYPES[self.type] if self.type else None
+
+    @property
+    def meta_pairs(self) -> list[tuple[str, str]]:
+        """The `meta` filters as (key, value), spaces around either removed."""
+        return [(k.strip(), v.strip()) for k, _, v in (p.partition("=") for p in self.meta)]
 
     def describe(self) -> str:
         """The options that differ from the defaults, for a run log."""

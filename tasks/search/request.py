@@ -61,10 +61,11 @@ class SearchRequest(SearchOptions, Question):
             )
         return value
 
-    @field_validator("text", "source", "section")
+    @field_validator("text", "source", "section", "author", "meta")
     @classmethod
-    def _no_control_characters(cls, value: str | None) -> str | None:
-        if value is not None and _CONTROL.search(value):
+    def _no_control_characters(cls, value: str | list[str] | None) -> str | list[str] | None:
+        texts = [value] if isinstance(value, str) else value or []
+        if any(_CONTROL.search(text) for text in texts):
             raise ValueError("must not hold control characters other than tab and line breaks")
         return value
 

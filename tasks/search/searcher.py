@@ -39,7 +39,6 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
 from functools import cache
 
 import numpy as np
@@ -50,7 +49,7 @@ from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.embed.base import CrossScriptRescorer, Embedder
 from tasks.embed.models import model_info, model_spec_for, query_embedder
 from tasks.search.context import with_context
-from tasks.search.filters import chunk_filter, doc_window
+from tasks.search.filters import search_filter
 from tasks.search.fusion import Fusion, best_per_doc, fusion_for, term_coverage
 from tasks.search.hits import HIT_COLUMNS, Hit
 from tasks.search.params import Mode, SearchParams
@@ -97,6 +96,7 @@ class Searcher:
         dataset.fingerprint  # noqa: B018 - a clear DatasetError for a missing or old dataset
         self.dataset = dataset
         self._indexed: tuple[int, set[str]] = (-1, set())
+        self._hit_columns: list[str] = HIT_COLUMNS
 
     def embedder(self) -> Embedder:
         """The encoder of the dataset's model for questions, loaded once per process (torch-free
@@ -131,11 +131,22 @@ class Searcher:
             )
 
     def indexed_columns(self) -> set[str]:
-        """Columns of the chunks table with an index, read once per table version."""
+        """Columns of the chunks table with an index, read once per table version (with the
+        columns a hit reads, `hit_columns`)."""
         version = self.dataset.chunks.version
         if self._indexed[0] != version:
             self._indexed = (version, self.dataset.indexed_columns())
+            names = set(self.dataset.chunks.schema.names)
+            self._hit_columns = [name for name in HIT_COLUMNS if name in names]
         return self._indexed[1]
+
+    def hit_columns(self) -> list[str]:
+        """The columns of HIT_COLUMNS that the chunks table has (one made before document
+        metadata was read lacks its columns), as of the version `indexed_columns` read last:
+        each search reads that first, when it resolves its mode."""
+        if self._indexed[0] < 0:
+            self.indexed_columns()
+        return self._hit_columns
 
     def resolve_mode(self, mode: Mode | None) -> Mode:
         """The mode to use: hybrid by default once a full-text index exists, else vector."""
@@ -157,7 +168,7 @@ class Searcher:
         their full-text lists are searched."""
         mode = self.resolve_mode(params.mode)
         scorer = cross_encoder(params.rerank) if params.rerank else None  # fails before embedding
-        where = chunk_filter(params, self._doc_window(params.since, params.until))
+        where = search_filter(self.dataset, params)
         started: dict[int, Future[TextList]] = {}  # text index → its full-text list
 
         def start(first: int, end: int) -> None:
@@ -263,12 +274,12 @@ class Searcher:
         return sorted(head + hits[len(head) :], key=lambda hit: -hit.score)
 
     def _vector(self, vector: np.ndarray, where: str | None, limit: int) -> list[Hit]:
-        rows = self.dataset.nearest(vector, HIT_COLUMNS, where, limit)
+        rows = self.dataset.nearest(vector, self.hit_columns(), where, limit)
         return [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
 
     def _fts(self, text: str, where: str | None, limit: int) -> list[Hit]:
         """Up to `limit` chunks by BM25, best first."""
-        rows = self.dataset.matching(text, HIT_COLUMNS, where, limit)
+        rows = self.dataset.matching(text, self.hit_columns(), where, limit)
         return [Hit.from_row(row, row["_score"]) for row in rows]
 
     def _start_text_list(
@@ -279,7 +290,7 @@ class Searcher:
         cosine `floor` to apply, its stored vector."""
         terms = self.fusion().full_coverage is not None
         columns = [
-            *HIT_COLUMNS,
+            *self.hit_columns(),
             *([SEARCH_TEXT_COLUMN] if terms else []),
             *([VECTOR_COLUMN] if floor else []),
         ]
@@ -293,12 +304,6 @@ class Searcher:
             )
 
         return _text_list_pool().submit(search)
-
-    def _doc_window(self, since: datetime | None, until: datetime | None) -> str | None:
-        if since is None and until is None:
-            return None
-        ledger = self.dataset.documents.search().select(["doc_id", "mtime"]).limit(None)
-        return doc_window(ledger.to_arrow(), since, until)
 
 
 def _first_limit(params: SearchParams) -> int:

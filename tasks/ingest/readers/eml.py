@@ -1,6 +1,7 @@
 """Email messages (.eml, RFC 5322 / MIME) through the standard library's `email` parser.
 
-- The Subject is the document's title. The first block holds the headers people search by
+- The Subject is the document's title; From, Date and Content-Language its authors, date
+  and language (tasks/ingest/metadata.py). The first block holds the headers people search by
   (Subject, From, To, Cc, Date), one per line.
 - Body parts (text/plain and text/html that are not attachments) are the text, in message
   order; HTML goes through the HTML reading path (page chrome dropped, headings make the
@@ -36,6 +37,7 @@ from tasks.core.records import Block, SourceFile
 from tasks.ingest.decode import decode_bytes, looks_binary
 from tasks.ingest.elements import text_blocks
 from tasks.ingest.errors import LoadError
+from tasks.ingest.metadata import email_metadata
 from tasks.ingest.ocr import OcrResult
 from tasks.ingest.registry import (
     Reader,
@@ -221,6 +223,7 @@ def read_eml(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
         OcrResult(seconds=state.ocr_seconds),
         title=subject or None,
         notes=tuple(state.notes),
+        metadata=email_metadata(message),
     )
 
 
@@ -228,5 +231,5 @@ register(
     "eml",
     read_eml,
     (Reason.NOT_A_TEXT_DOCUMENT, Reason.DAMAGED_FILE),
-    code=("tasks.ingest.decode", "tasks.ingest.elements"),
+    code=("tasks.ingest.decode", "tasks.ingest.elements", "tasks.ingest.metadata"),
 )

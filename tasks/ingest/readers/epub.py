@@ -4,6 +4,7 @@ whose headings (the chapters' and sections') make the heading path as in HTML fi
 Told from the bytes first: a file that is not an intact ZIP archive with the EPUB container
 (META-INF/container.xml) is `damaged_file`; a book whose content is encrypted (DRM; fonts
 obfuscated by the EPUB rules are fine) is `encrypted`; pandoc's own errors are `damaged_file`.
+Metadata: the package document's (OPF) <metadata> (tasks/ingest/metadata.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tasks.core.records import Block, SourceFile
 from tasks.ingest.archives import check_zip, read_member
 from tasks.ingest.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
 from tasks.ingest.errors import LoadError
+from tasks.ingest.metadata import epub_metadata
 from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
 from tasks.ingest.registry import Reading, ReadOptions, register
 
@@ -43,7 +45,8 @@ def read_epub(data: bytes) -> list[Block]:
 
 
 def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
-    return Reading(read_epub(data))
+    blocks = read_epub(data)  # checks the archive first
+    return Reading(blocks, metadata=epub_metadata(data))
 
 
 def warm_up() -> None:
@@ -57,5 +60,10 @@ register(
     _read,
     (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE),
     warm_up=warm_up,
-    code=("tasks.ingest.archives", "tasks.ingest.elements", "tasks.ingest.pandoc"),
+    code=(
+        "tasks.ingest.archives",
+        "tasks.ingest.elements",
+        "tasks.ingest.pandoc",
+        "tasks.ingest.metadata",
+    ),
 )

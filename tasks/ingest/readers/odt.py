@@ -4,7 +4,7 @@ for Word files (tasks/ingest/readers/office.py).
 
 Told from the bytes first: a file that is not an intact ZIP archive with a content.xml is
 `damaged_file`, one whose manifest lists encrypted members `encrypted`; pandoc's own errors on
-what slips through are `damaged_file` too.
+what slips through are `damaged_file` too. Metadata: meta.xml (tasks/ingest/metadata.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
 from tasks.ingest.archives import check_zip, read_member
 from tasks.ingest.errors import LoadError
+from tasks.ingest.metadata import odt_metadata
 from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
 from tasks.ingest.readers.office import office_blocks
 from tasks.ingest.registry import Reading, ReadOptions, register
@@ -36,7 +37,8 @@ def read_odt(data: bytes) -> list[Block]:
 
 
 def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
-    return Reading(read_odt(data))
+    blocks = read_odt(data)  # checks the archive first
+    return Reading(blocks, metadata=odt_metadata(data))
 
 
 def warm_up() -> None:
@@ -50,5 +52,10 @@ register(
     _read,
     (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE),
     warm_up=warm_up,
-    code=("tasks.ingest.readers.office", "tasks.ingest.archives", "tasks.ingest.pandoc"),
+    code=(
+        "tasks.ingest.readers.office",
+        "tasks.ingest.archives",
+        "tasks.ingest.pandoc",
+        "tasks.ingest.metadata",
+    ),
 )

@@ -14,6 +14,7 @@ What unstructured 0.27 returns, and what becomes of it here:
 - .xlsx: one Table element per sheet (or per block of cells) with `page_name` = the sheet
   name, which becomes the section.
 - Tables (docx, pptx, xlsx) become one block of rows, cells joined by " | ".
+- Metadata: the package's core properties (docProps/core.xml; tasks/ingest/metadata.py).
 
 Failures are told from the bytes before partitioning: a password-protected OOXML file is an
 OLE compound file (D0 CF 11 E0 ...) holding EncryptionInfo and EncryptedPackage streams
@@ -34,6 +35,7 @@ from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
 from tasks.ingest.archives import check_zip
 from tasks.ingest.errors import LoadError
+from tasks.ingest.metadata import office_metadata
 from tasks.ingest.registry import ReadFunction, Reading, ReadOptions, register
 
 OLE_MAGIC = bytes.fromhex("D0CF11E0A1B11AE1")
@@ -171,7 +173,8 @@ def load_office(data: bytes, kind: str) -> list[Block]:
 
 def _reader(kind: str) -> ReadFunction:
     def read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
-        return Reading(load_office(data, kind))
+        blocks = load_office(data, kind)  # checks the package first
+        return Reading(blocks, metadata=office_metadata(data))
 
     return read
 
@@ -188,5 +191,6 @@ REASONS = (
     Reason.DAMAGED_OFFICE_FILE,
     Reason.TOO_LARGE,
 )
+CODE = ("tasks.ingest.archives", "tasks.ingest.metadata")
 for _kind in MAIN_PART:
-    register(_kind, _reader(_kind), REASONS, warm_up=warm_up, code=("tasks.ingest.archives",))
+    register(_kind, _reader(_kind), REASONS, warm_up=warm_up, code=CODE)

@@ -1,5 +1,6 @@
 """PDF files: the text layer through `partition_pdf(strategy="fast")`, pages without one read by
-OCR (tasks/ingest/ocr.py) unless OCR is off."""
+OCR (tasks/ingest/ocr.py) unless OCR is off; the metadata from the information dictionary and
+the catalog's /Lang (tasks/ingest/metadata.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import time
 from typing import Any
 
 from tasks.core.reasons import Reason
-from tasks.core.records import Block, SourceFile
+from tasks.core.records import Block, Metadata, SourceFile
 from tasks.ingest.elements import elements_to_blocks
 from tasks.ingest.errors import LoadError
+from tasks.ingest.metadata import pdf_metadata
 from tasks.ingest.ocr import OcrResult, ocr_pdf
 from tasks.ingest.registry import Reading, ReadOptions, register
 from tasks.ingest.unstructured_offline import check_pdf_support
@@ -47,9 +49,9 @@ def _add_ocr(
     return sorted(blocks + read, key=lambda block: block.page_number or 0), result
 
 
-def read_pdf(data: bytes, options: ReadOptions) -> tuple[list[Block], OcrResult]:
-    """Blocks of a PDF's text layer and of its pages read by OCR, with clear reasons when
-    there are none.
+def read_pdf(data: bytes, options: ReadOptions) -> Reading:
+    """Blocks of a PDF's text layer and of its pages read by OCR, and its metadata, with clear
+    reasons when there are no blocks.
 
     An encrypted PDF is opened with the empty user password or fails as `encrypted`. When the
     text layer yields nothing (e.g. a truncated file with a broken cross-reference table),
@@ -73,9 +75,10 @@ def read_pdf(data: bytes, options: ReadOptions) -> tuple[list[Block], OcrResult]
     except pikepdf.PdfError as exc:
         blocks = elements_to_blocks(_text_layer(data))  # beyond qpdf's repair; pdfminer may
         if blocks:  # still read some of it
-            return _add_ocr(blocks, data, options, deadline)
+            return Reading(*_add_ocr(blocks, data, options, deadline), metadata=Metadata())
         raise LoadError(Reason.DAMAGED_PDF, str(exc).split(": ", 1)[-1]) from None
     with pdf:
+        metadata = pdf_metadata(pdf)
         elements = _text_layer(data)
         if not _has_text(elements):
             rebuilt = io.BytesIO()
@@ -84,7 +87,7 @@ def read_pdf(data: bytes, options: ReadOptions) -> tuple[list[Block], OcrResult]
             elements = _text_layer(data)
         blocks, result = _add_ocr(elements_to_blocks(elements), data, options, deadline)
         if blocks:
-            return blocks, result
+            return Reading(blocks, result, metadata=metadata)
         pages = len(pdf.pages)
         has_images = any(len(page.images) for page in pdf.pages)
     if result.pages:
@@ -99,8 +102,7 @@ def read_pdf(data: bytes, options: ReadOptions) -> tuple[list[Block], OcrResult]
 
 
 def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
-    blocks, ocr = read_pdf(data, options)
-    return Reading(blocks, ocr)
+    return read_pdf(data, options)
 
 
 register(
@@ -115,5 +117,10 @@ register(
         Reason.NO_TEXT,
     ),
     warm_up=check_pdf_support,
-    code=("tasks.ingest.unstructured_offline", "tasks.ingest.ocr", "tasks.ingest.elements"),
+    code=(
+        "tasks.ingest.unstructured_offline",
+        "tasks.ingest.ocr",
+        "tasks.ingest.elements",
+        "tasks.ingest.metadata",
+    ),
 )

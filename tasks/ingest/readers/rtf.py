@@ -1,6 +1,7 @@
 """Rich Text Format (.rtf) through unstructured's `partition_rtf`: pandoc converts it to HTML,
 whose headings make the heading path as in HTML files. A file that does not start with the
-`{\\rtf` header, or that pandoc cannot read, is `damaged_file`."""
+`{\\rtf` header, or that pandoc cannot read, is `damaged_file`. Metadata: the {\\info} group
+(tasks/ingest/metadata.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
 from tasks.ingest.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
 from tasks.ingest.errors import LoadError
+from tasks.ingest.metadata import rtf_metadata
 from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
 from tasks.ingest.registry import Reading, ReadOptions, register
 
@@ -31,7 +33,8 @@ def read_rtf(data: bytes) -> list[Block]:
 
 
 def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
-    return Reading(read_rtf(data))
+    blocks = read_rtf(data)  # checks the header first
+    return Reading(blocks, metadata=rtf_metadata(data))
 
 
 def warm_up() -> None:
@@ -45,5 +48,5 @@ register(
     _read,
     (Reason.DAMAGED_FILE,),
     warm_up=warm_up,
-    code=("tasks.ingest.elements", "tasks.ingest.pandoc"),
+    code=("tasks.ingest.elements", "tasks.ingest.pandoc", "tasks.ingest.metadata"),
 )
