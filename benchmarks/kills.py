@@ -41,6 +41,9 @@ from tasks.ingest.audit import audit
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH_SIZE = 4  # files per batch: many batches, so kills land between them too
+# Each batch its own commit, so the write points below fall where they are meant to (a kill
+# inside a commit of several batches: tests/test_faults.py).
+COMMIT_CHUNKS = 1
 # (point, occurrence): spread over a run that indexes 28 files (8 edited, 20 new: 7 batches),
 # deletes 8 and finalizes (two tables compacted).
 KILLS = [
@@ -85,6 +88,7 @@ def ingest(folder: Path, uri: Path, model: str, env: dict[str, str], crash: str 
     run, whose cached loads and embeds would otherwise let a kill run skip the kill point."""
     command = [sys.executable, "-m", "flows.ingest", str(folder), "--index", str(uri)]
     command += ["--model", model, "--batch-size", str(BATCH_SIZE)]
+    command += ["--commit-chunks", str(COMMIT_CHUNKS)]
     run_env = {**env, "PREFECT_LOCAL_STORAGE_PATH": str(uri.parent / f"{uri.name}.results")}
     if crash:
         run_env["DOC_INDEXER_CRASH"] = crash

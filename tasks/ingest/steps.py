@@ -7,9 +7,12 @@ vectors of up to 1,000 batches. The write step has no cache: a cached write coul
 that are not in the table (e.g. after the dataset folder was deleted); writes are
 idempotent instead.
 
-The batches' files, documents, chunks and texts reach the tasks through `unwalked`: Prefect
-would otherwise walk every block and chunk of them looking for futures, for each task run
-(most of a run's time without a model); the cache keys still see their content.
+The documents and chunks handed to split and write (which run in the flow process) go
+through `unwalked`: Prefect would otherwise walk every block and chunk of them looking for
+futures, for each task run (most of a run's time without a model); the cache keys still see
+their content. Submitted tasks get plain arguments (flat lists of files and texts): a Dask
+runner rebuilds the arguments it is handed, and files inside a `quote` reached its workers as
+tuples (tests/test_dask.py).
 
 `TaskStages` plugs these tasks into the batch pipeline (tasks/ingest/pipeline.py) for one
 run on one open dataset.
@@ -189,7 +192,7 @@ class TaskStages:
 
     def load(self, batch: Batch) -> Future[list[Document]]:
         run = load_task.with_options(task_run_name=f"load{batch.label}")
-        return _OfThisScan(run.submit(unwalked(list(batch.files)), self.load_settings), batch.files)
+        return _OfThisScan(run.submit(list(batch.files), self.load_settings), batch.files)
 
     def split(self, batch: Batch, documents: list[Document]) -> list[SplitResult]:
         run = split_task.with_options(task_run_name=f"split{batch.label}")
@@ -203,7 +206,7 @@ class TaskStages:
         if not todo:
             return Done(assemble(chunks, stored, {}, dimension))
         run = embed_task.with_options(task_run_name=f"embed{batch.label}")
-        new = run.submit(unwalked(list(todo.values())), self.model)
+        new = run.submit(list(todo.values()), self.model)
         return _Assembled(chunks, stored, list(todo), new, dimension)
 
     def write(
