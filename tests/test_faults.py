@@ -200,7 +200,7 @@ def test_a_pool_of_parser_processes_loads_a_batch_side_by_side_in_order(tmp_path
     assert all(doc.status == "indexed" for doc in documents)
     assert [b.text for b in documents[3].blocks] == ["Doc 3", "Body of document 3."]
     # Each worker takes seconds to start: the second file went to the second one meanwhile.
-    assert all(worker._process is not None for worker in pool._workers)
+    assert all(worker._process is not None for worker in pool.workers())
 
 
 def _parse_from_a_daemon(source: SourceFile, statuses: multiprocessing.Queue) -> None:

@@ -124,25 +124,25 @@ class ParserPool:
         self._workers: list[ParseWorker] = []
         self._idle: queue.SimpleQueue[ParseWorker] = queue.SimpleQueue()
 
-    @property
-    def size(self) -> int:
+    def workers(self) -> list[ParseWorker]:
+        """The pool's workers, made on the first call (their processes start on first use)."""
         with self._lock:
             if not self._workers:
                 for _ in range(self._size or default_parse_workers()):
                     worker = ParseWorker()
                     self._workers.append(worker)
                     self._idle.put(worker)
-            return len(self._workers)
+            return self._workers
 
     def start(self) -> None:
         """Start every worker now, side by side (their start-up is mostly imports)."""
-        self.size  # noqa: B018 - creates the workers
-        with ThreadPoolExecutor(len(self._workers)) as starting:
-            list(starting.map(ParseWorker.start, self._workers))
+        workers = self.workers()
+        with ThreadPoolExecutor(len(workers)) as starting:
+            list(starting.map(ParseWorker.start, workers))
 
     def load(self, source: SourceFile, options: ReadOptions, timeout: float) -> Document:
         """One file, by the next idle worker (see `ParseWorker.load`)."""
-        self.size  # noqa: B018 - creates the workers
+        self.workers()
         worker = self._idle.get()
         try:
             return worker.load(source, options, timeout)
@@ -153,9 +153,10 @@ class ParserPool:
         self, sources: Sequence[SourceFile], options: ReadOptions, timeout: float
     ) -> list[Document]:
         """The files' documents in order, parsed by as many workers at once as are idle."""
-        if len(sources) < 2 or self.size < 2:
+        parallel = min(len(self.workers()), len(sources))
+        if parallel < 2:
             return [self.load(source, options, timeout) for source in sources]
-        with ThreadPoolExecutor(min(self.size, len(sources))) as threads:
+        with ThreadPoolExecutor(parallel) as threads:
             return list(threads.map(lambda source: self.load(source, options, timeout), sources))
 
 
