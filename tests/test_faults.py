@@ -195,11 +195,18 @@ def test_a_pool_of_parser_processes_loads_a_batch_side_by_side_in_order(tmp_path
         (tmp_path / f"doc{i}.md").write_text(f"# Doc {i}\n\nBody of document {i}.", "utf-8")
     sources = list(discover(tmp_path).files)
     pool = ParserPool(size=2)
-    documents = pool.load_all(sources, ReadOptions(), timeout=600)
-    assert [doc.doc_id for doc in documents] == [source.doc_id for source in sources]
-    assert all(doc.status == "indexed" for doc in documents)
-    assert [b.text for b in documents[3].blocks] == ["Doc 3", "Body of document 3."]
-    # Each worker takes seconds to start: the second file went to the second one meanwhile.
+    pool.start()
+    assert pool.serving() == 1, "the second worker joins from the first load of several files"
+    first = pool.load_all(sources, ReadOptions(), timeout=600)
+    deadline = time.monotonic() + 300
+    while pool.serving() < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pool.serving() == 2
+    second = pool.load_all(sources, ReadOptions(), timeout=600)
+    for documents in (first, second):
+        assert [doc.doc_id for doc in documents] == [source.doc_id for source in sources]
+        assert all(doc.status == "indexed" for doc in documents)
+    assert [b.text for b in second[3].blocks] == ["Doc 3", "Body of document 3."]
     assert all(worker._process is not None for worker in pool.workers())
 
 

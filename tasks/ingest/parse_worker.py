@@ -7,9 +7,10 @@ stderr). If a file takes longer than the timeout, the worker is killed, the file
 as failed (`parse_timeout`), and a fresh worker starts with the next file. A worker that dies
 (a crash in a native parser) costs only the file it was on.
 
-`PARSERS` is the process's pool of such workers, one per core by default
+`PARSERS` is the process's pool of such workers, one per two cores by default
 ($DOC_INDEXER_PARSE_WORKERS): the files of a batch are parsed in parallel, each by the next
-idle worker, and batches loaded at the same time share the pool.
+idle worker, and batches loaded at the same time share the pool (see `ParserPool` for when
+the workers after the first join).
 """
 
 from __future__ import annotations
@@ -104,41 +105,76 @@ WORKERS_ENV = "DOC_INDEXER_PARSE_WORKERS"
 
 
 def default_parse_workers() -> int:
-    """Parser processes: $DOC_INDEXER_PARSE_WORKERS, else one per core this process may use."""
+    """Parser processes: $DOC_INDEXER_PARSE_WORKERS, else one per two cores this process may
+    use. The model shares the cores with the parsers: on two cores a second parser made the
+    default model's run of the Rust book 3.7 s slower (benchmarks/RESULTS.md, "Scale"), while
+    without a model (the hash embedder, a GPU) parsing is what a run waits for."""
     configured = os.environ.get(WORKERS_ENV, "").strip()
     if configured:
         workers = int(configured)
         if workers < 1:
             raise ValueError(f"{WORKERS_ENV} must be at least 1, not {configured}")
         return workers
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // 2)
 
 
 class ParserPool:
     """Parser processes shared by every thread that loads files: each file goes to the next
-    idle worker. Workers start on first use (or all at once by `start`)."""
+    idle worker in service.
+
+    The first worker serves from the start (its process starts on first use, or by `start`).
+    The others join once their process has started, one after the other in the background,
+    from the first load of several files on: at a run's start the first worker, the model and
+    Prefect's server already share the cores, and one more parser starting then delayed the
+    first forward pass by seconds (benchmarks/RESULTS.md, "Scale")."""
 
     def __init__(self, size: int | None = None) -> None:
         self._size = size
         self._lock = threading.Lock()
         self._workers: list[ParseWorker] = []
         self._idle: queue.SimpleQueue[ParseWorker] = queue.SimpleQueue()
+        self._serving = 0  # workers put in service so far
+        self._joining = False  # the others are being started
 
     def workers(self) -> list[ParseWorker]:
-        """The pool's workers, made on the first call (their processes start on first use)."""
+        """The pool's workers, made on the first call; the first one in service at once."""
         with self._lock:
             if not self._workers:
-                for _ in range(self._size or default_parse_workers()):
-                    worker = ParseWorker()
-                    self._workers.append(worker)
-                    self._idle.put(worker)
+                count = self._size or default_parse_workers()
+                self._workers = [ParseWorker() for _ in range(count)]
+                self._idle.put(self._workers[0])
+                self._serving = 1
             return self._workers
 
+    def serving(self) -> int:
+        """How many workers take files now."""
+        self.workers()
+        return self._serving
+
     def start(self) -> None:
-        """Start every worker now, side by side (their start-up is mostly imports)."""
-        workers = self.workers()
-        with ThreadPoolExecutor(len(workers)) as starting:
-            list(starting.map(ParseWorker.start, workers))
+        """Start the first worker's process now (the first files wait for it)."""
+        self.workers()[0].start()
+
+    def _join_the_others(self) -> None:
+        """Start the other workers one by one in the background; each serves once started
+        (one that fails to start serves anyway: its first file starts it again, or fails)."""
+        with self._lock:
+            if self._joining or len(self._workers) < 2:
+                return
+            self._joining = True
+
+        def join() -> None:
+            for worker in self._workers[1:]:
+                try:
+                    worker.start()
+                except RuntimeError:
+                    pass  # its first load tries again and records the failure
+                with self._lock:
+                    self._serving += 1
+                self._idle.put(worker)
+
+        threading.Thread(target=join, name="parsers-joining", daemon=True).start()
 
     def load(self, source: SourceFile, options: ReadOptions, timeout: float) -> Document:
         """One file, by the next idle worker (see `ParseWorker.load`)."""
@@ -152,8 +188,11 @@ class ParserPool:
     def load_all(
         self, sources: Sequence[SourceFile], options: ReadOptions, timeout: float
     ) -> list[Document]:
-        """The files' documents in order, parsed by as many workers at once as are idle."""
-        parallel = min(len(self.workers()), len(sources))
+        """The files' documents in order, parsed by as many workers at once as serve."""
+        if len(sources) > 1:
+            self.workers()
+            self._join_the_others()
+        parallel = min(self.serving(), len(sources))
         if parallel < 2:
             return [self.load(source, options, timeout) for source in sources]
         with ThreadPoolExecutor(parallel) as threads:
