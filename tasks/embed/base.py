@@ -7,13 +7,14 @@ to embed never loads a model).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from tasks.core.cores import usable_cores, workers_from_env
 
 ENCODE_BATCH_SIZE = 64  # texts per forward pass
 WORKERS_ENV = "DOC_INDEXER_EMBED_WORKERS"
@@ -79,16 +80,7 @@ def encode_in_groups(
 
 def default_workers() -> int:
     """Embedding threads: $DOC_INDEXER_EMBED_WORKERS, else one per core this process may use."""
-    configured = os.environ.get(WORKERS_ENV, "").strip()
-    if configured:
-        workers = int(configured)
-        if workers < 1:
-            raise ValueError(f"{WORKERS_ENV} must be at least 1, not {configured}")
-        return workers
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return workers_from_env(WORKERS_ENV, usable_cores())
 
 
 def tokenizer_file_counter(folder: Path | str) -> TokenCounter | None:

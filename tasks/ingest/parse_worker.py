@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tasks.core.cores import usable_cores, workers_from_env
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile
 from tasks.ingest.parse import ReadOptions, load_document, warm_up
@@ -109,14 +110,7 @@ def default_parse_workers() -> int:
     use. The model shares the cores with the parsers: on two cores a second parser made the
     default model's run of the Rust book 3.7 s slower (benchmarks/RESULTS.md, "Scale"), while
     without a model (the hash embedder, a GPU) parsing is what a run waits for."""
-    configured = os.environ.get(WORKERS_ENV, "").strip()
-    if configured:
-        workers = int(configured)
-        if workers < 1:
-            raise ValueError(f"{WORKERS_ENV} must be at least 1, not {configured}")
-        return workers
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // 2)
+    return workers_from_env(WORKERS_ENV, max(1, usable_cores() // 2))
 
 
 class ParserPool:
