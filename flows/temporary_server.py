@@ -8,6 +8,15 @@ Prefect's class cannot do that (importing it is the slow part; its start() block
 runs its command (`uvicorn_command`, compared with Prefect's by tests/test_temporary_server.py)
 and, like it, moves to another port when uvicorn cannot start. Nothing starts where an API
 server is configured (flows/prefect_settings.py) or Prefect is already imported.
+
+Two things Prefect's server does at start are left out, as they made most of its start-up
+(CPU seconds measured here, benchmarks/RESULTS.md "Start-up of the temporary server"):
+- Registering Prefect's block types in its database (2.3 s on a new home): a temporary server
+  has no UI and doc-indexer saves no blocks; a `prefect server start` on the same home
+  registers them.
+- Creating a new home's database through its ~200 migrations (5.7 s): the first temporary
+  server of a Prefect version keeps a copy of its database, migrated and still empty, in
+  `.cache/prefect/`; a later one on a new home starts from that copy.
 """
 
 from __future__ import annotations
@@ -16,13 +25,16 @@ import atexit
 import importlib.util
 import os
 import random
+import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
-from flows.prefect_settings import configured_api_url
+from flows.prefect_settings import configured_api_url, user_settings
 
 PORTS = range(8000, 9000)  # where Prefect's own temporary servers go
 SERVER_ENV = {  # what Prefect sets for its temporary server: no UI, an ephemeral server
@@ -30,7 +42,15 @@ SERVER_ENV = {  # what Prefect sets for its temporary server: no UI, an ephemera
     "PREFECT__SERVER_EPHEMERAL": "1",
     "PREFECT__SERVER_FINAL": "1",
 }
+OUR_SERVER_ENV = {"PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false"}  # see the module doc
 STARTUP_FAILURE = 3  # uvicorn's exit status when it cannot start, e.g. the port is taken
+SEEDS = Path(__file__).resolve().parents[1] / ".cache" / "prefect"
+# settings that move Prefect's database away from `prefect.db` in its home
+DATABASE_SETTINGS = {
+    f"PREFECT_{scope}_DATABASE_{name}"
+    for scope in ("SERVER", "API")
+    for name in ("CONNECTION_URL", "DRIVER", "NAME")
+}
 
 
 def uvicorn_command(port: int) -> list[str]:
@@ -54,11 +74,73 @@ def _free_port() -> int:
     raise RuntimeError("no free port for a temporary Prefect server")
 
 
+def default_database() -> Path | None:
+    """Prefect's SQLite database in its home, or None where the user configured another."""
+    found = user_settings(Path.cwd())
+    if DATABASE_SETTINGS & found.keys():
+        return None
+    home = found.get("PREFECT_HOME") or os.environ.get("PREFECT_HOME") or "~/.prefect"
+    return Path(str(home)).expanduser().resolve() / "prefect.db"
+
+
+def seed_database() -> Path:
+    """The empty, migrated database kept for this Prefect version."""
+    return SEEDS / f"prefect-{version('prefect')}.db"
+
+
+def _plant_seed(database: Path) -> bool:
+    """Start a new home's database from the seed, if there is one; True when planted. The
+    copy is linked into place, so two commands starting on the same new home cannot replace
+    a database one of them already uses."""
+    seed = seed_database()
+    if not seed.is_file():
+        return False
+    database.parent.mkdir(parents=True, exist_ok=True)
+    partial = database.with_name(f".{database.name}.{os.getpid()}")
+    try:
+        shutil.copyfile(seed, partial)
+        os.link(partial, database)
+    except OSError:  # planted by another command meanwhile, or not possible here
+        return False
+    finally:
+        partial.unlink(missing_ok=True)
+    return True
+
+
+def _keep_seed(database: Path) -> None:
+    """Copy a database the server has just migrated, before any run is recorded in it, as the
+    seed of later new homes (SQLite's backup: consistent while the server holds it open)."""
+    seed = seed_database()
+    partial = seed.with_name(f".{seed.name}.{os.getpid()}")
+    source = copy = None
+    try:
+        seed.parent.mkdir(parents=True, exist_ok=True)
+        source, copy = sqlite3.connect(database), sqlite3.connect(partial)
+        source.backup(copy)
+        copy.execute("PRAGMA journal_mode = DELETE")  # one file, as the seed is copied
+        empty = copy.execute("SELECT count(*) FROM flow_run").fetchone()[0] == 0
+        copy.close()
+        if empty:
+            partial.replace(seed)
+    except (OSError, sqlite3.Error):  # a seed is a saving, never a reason to fail
+        pass
+    finally:
+        for connection in (source, copy):
+            if connection is not None:
+                connection.close()
+        partial.unlink(missing_ok=True)
+
+
 class TemporaryServer:
     """The server process, which PREFECT_API_URL points at."""
 
     def __init__(self) -> None:
         self.port = _free_port()
+        database = default_database()
+        # a new home whose database no seed could start: keep it as the seed once migrated
+        self._new_database = database if database is not None and not database.exists() else None
+        if self._new_database is not None and _plant_seed(self._new_database):
+            self._new_database = None
         self.process = self._launch()
 
     @property
@@ -67,7 +149,8 @@ class TemporaryServer:
 
     def _launch(self) -> subprocess.Popen[bytes]:
         print(f"Starting temporary Prefect server on {self.address}", file=sys.stderr)
-        process = subprocess.Popen(uvicorn_command(self.port), env={**os.environ, **SERVER_ENV})
+        env = {**OUR_SERVER_ENV, **os.environ, **SERVER_ENV}  # the user's settings win over ours
+        process = subprocess.Popen(uvicorn_command(self.port), env=env)
         os.environ["PREFECT_API_URL"] = f"{self.address}/api"
         return process
 
@@ -92,6 +175,8 @@ class TemporaryServer:
                     raise RuntimeError(f"the temporary Prefect server exited with status {status}")
                 try:
                     if client.get(f"{self.address}/api/health").status_code == 200:
+                        if self._new_database is not None:
+                            _keep_seed(self._new_database)
                         return
                 except httpx.HTTPError:
                     pass

@@ -71,3 +71,62 @@ def test_a_server_that_cannot_take_its_port_moves_to_another(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["True", "True", "True"], result.stderr[-3000:]
     assert result.stderr.count("Starting temporary Prefect server") == 2, result.stderr[-3000:]
+
+
+SEED_PROBE = """
+import sys
+from pathlib import Path
+from flows import temporary_server
+
+temporary_server.SEEDS = Path(sys.argv[1])
+server = temporary_server.start()
+server.wait_until_ready()
+from prefect import flow
+
+@flow
+def answer() -> int:
+    return 42
+
+print(answer())
+"""
+
+
+def run_seed_probe(seeds, home):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    return subprocess.run(
+        [sys.executable, "-c", SEED_PROBE, str(seeds)],
+        cwd=ROOT,
+        env={**env, "PREFECT_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.integration
+def test_a_new_home_starts_from_the_seed_the_first_one_kept(tmp_path):
+    """The first server on a new home keeps its migrated, empty database as the seed; the next
+    new home starts from that copy (a marker put in the seed shows it) and records runs."""
+    import sqlite3
+
+    seeds = tmp_path / "seeds"
+    first = run_seed_probe(seeds, tmp_path / "home1")
+    assert first.returncode == 0 and first.stdout.split() == ["42"], first.stderr[-3000:]
+    (seed,) = seeds.iterdir()
+    with sqlite3.connect(seed) as db:
+        assert db.execute("SELECT count(*) FROM flow_run").fetchone() == (0,), "seed not empty"
+        db.execute("CREATE TABLE seed_marker (x)")
+
+    second = run_seed_probe(seeds, tmp_path / "home2")
+    assert second.returncode == 0 and second.stdout.split() == ["42"], second.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "home2" / "prefect.db") as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        assert "seed_marker" in tables, "the second home was migrated, not seeded"
+
+
+def test_no_seed_where_the_user_configured_a_database(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    assert temporary_server.default_database() == tmp_path / "home" / "prefect.db"
+    monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql+asyncpg://db/prefect")
+    assert temporary_server.default_database() is None
