@@ -135,11 +135,10 @@ def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit],
     vectors = searcher.embedder().encode([q.query for q in queries])
     found = []
     for q, vector in zip(queries, vectors, strict=True):
-        terms: list[str] = []
-        by_text = searcher._fts(q.query, None, DEPTH, None, terms)
-        coverage = term_coverage(query_text(q.query).split(), terms)
+        by_text = searcher._start_text_list(q.query, None, DEPTH, floor=False).result()
+        coverage = term_coverage(query_text(q.query).split(), by_text.terms)
         by_vector = searcher._by_vector(q.query, vector, None, DEPTH, None)
-        found.append((q.qid, q.query, by_vector, by_text, coverage))
+        found.append((q.qid, q.query, by_vector, by_text.hits, coverage))
     cache.write_bytes(pickle.dumps(found))
     return found
 

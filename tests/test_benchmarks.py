@@ -131,7 +131,8 @@ def check_quality(out: str) -> None:
         rf"xquad-en{cell * len(MODES)}",
         rf"xquad-zh{cell * len(MODES)}",
     )
-    report = json_line(out)
+    assert_lines(out, r"best for xquad-zh: .*", r"best for xquad-en: .*", r"now \(.*")  # --tune
+    report = json.loads(next(line for line in out.splitlines() if line.startswith('{"xquad')))
     assert set(report) == {"xquad-en", "xquad-zh"}
     for name, modes in report.items():
         assert set(modes) == set(MODES)
@@ -226,7 +227,9 @@ SMOKE = {
     "ingest": Smoke(check_ingest, test_server=True),
     "embedders": Smoke(check_embedders),
     "query": Smoke(check_query, ("--sweep",)),
-    "quality": Smoke(check_quality, test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")),
+    "quality": Smoke(
+        check_quality, ("--tune",), test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")
+    ),
     "rerank": Smoke(check_rerank),
     "incremental": Smoke(check_incremental, test_server=True),
     "kills": Smoke(check_kills, test_server=True),
