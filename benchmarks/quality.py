@@ -127,8 +127,9 @@ def scores(
 def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit], list[Hit], float]]:
     """(qid, question, vector list, full-text list, the full-text list's term coverage) per
     query, DEPTH chunks each; kept beside the dataset, so that tuning again costs no search
-    (removed with the dataset)."""
-    cache = Path(searcher.dataset.uri) / f"candidates-v4-{searcher.dataset.chunks.version}.pkl"
+    (removed with the dataset; one file per set, as two sets may share a dataset)."""
+    version = searcher.dataset.chunks.version
+    cache = Path(searcher.dataset.uri) / f"candidates-v4-{name}-{version}.pkl"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
     queries = read_queries(DevSet.named(name).queries)
