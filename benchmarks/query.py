@@ -250,7 +250,7 @@ def build(
 def recall_at_10(searcher: Searcher, vectors: np.ndarray) -> float:
     found = 0
     for vector in vectors:
-        approximate = {hit.chunk_id for hit in searcher._vector(vector, None, 10)}
+        approximate = {hit.chunk_id for hit in searcher.nearest(vector, None, 10)}
         exact = searcher.dataset.chunks.search(vector).distance_type("cosine").bypass_vector_index()
         found += len(approximate & {row["chunk_id"] for row in exact.limit(10).to_list()})
     return found / (10 * len(vectors))
@@ -301,7 +301,7 @@ def sweep(
         built = time.perf_counter() - start
         searcher = Searcher(Dataset(uri))  # opened after the index exists, so that it is used
         exact = timed(lambda v, s=searcher: exact_scan(s, v), probes)
-        ann = timed(lambda v, s=searcher: s._vector(v, None, 10), probes)
+        ann = timed(lambda v, s=searcher: s.nearest(v, None, 10), probes)
         recall = recall_at_10(searcher, probes)
         print(
             f"sweep {rows:>6} rows: exact {percentiles(exact)} | IVF_SQ {percentiles(ann)} "
@@ -393,7 +393,7 @@ def main() -> int:
         )
         if args.profile:
             print(profile(searcher, questions))
-        ann = timed(lambda v, s=searcher: s._vector(v, None, 10), probes)
+        ann = timed(lambda v, s=searcher: s.nearest(v, None, 10), probes)
         exact = timed(lambda v, s=searcher: exact_scan(s, v), probes)
         entry["recall@10"] = recall_at_10(searcher, probes)
         print(f"  vector search alone: as queried {percentiles(ann)} | exact {percentiles(exact)}")

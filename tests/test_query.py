@@ -375,7 +375,7 @@ def test_vector_index_keeps_recall_and_filtered_results(tmp_path):
     searcher = Searcher(Dataset(uri))
     found = 0
     for probe in clustered(rng, 30):
-        approximate = searcher._vector(probe, None, 10)
+        approximate = searcher.nearest(probe, None, 10)
         exact = searcher.dataset.chunks.search(probe).distance_type("cosine")
         exact = exact.bypass_vector_index()
         exact = exact.limit(10).to_list()
@@ -385,7 +385,7 @@ def test_vector_index_keeps_recall_and_filtered_results(tmp_path):
         assert all(abs(hit.score - exact_scores[hit.chunk_id]) < 1e-5 for hit in shared)
     assert found / 300 >= 0.95
     # A prefilter matching 3 rows still returns all 3 (the exact scan steps in if needed).
-    hits = searcher._vector(clustered(rng, 1)[0], "doc_id = 'doc-0007.md'", 10)
+    hits = searcher.nearest(clustered(rng, 1)[0], "doc_id = 'doc-0007.md'", 10)
     assert sorted(hit.chunk_index for hit in hits) == [0, 1, 2]
     table.add(synthetic_rows(rng, 3000, start=3000))
     assert refresh_vector_index(table, min_rows=1000), "retrained once the table doubled"
