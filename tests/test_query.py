@@ -336,6 +336,35 @@ def test_per_doc_fetches_more_until_k_documents_show(tmp_path):
     assert best_per_doc(plain) == plain[:1]
 
 
+def test_a_searcher_that_follows_writers_sees_each_new_version(tmp_path):
+    """A warm searcher on a dataset opened with a consistency interval (as the service opens
+    it) finds rows committed after its first searches, in every mode, and loses deleted
+    ones; one opened without keeps the version it first read."""
+    uri = str(tmp_path / "index")
+    build_index(uri, [document("old.md", [("Old", "alpha beta gamma")])])
+    following = Searcher(Dataset(uri, consistency=timedelta(0)))
+    pinned = Searcher(Dataset(uri))
+    for searcher in (following, pinned):
+        for mode in MODES:
+            hits = searcher.search("zebra crossing", SearchParams(k=5, mode=mode))
+            assert "new.md" not in {hit.doc_id for hit in hits}
+    writer = Dataset(uri)
+    writer.write_batch(
+        [new := document("new.md", [("New", "zebra crossing zebra")])],
+        chunks := split_document(new, SPLIT).chunks,
+        EMBEDDER.encode([chunk.text for chunk in chunks]),
+    )
+    writer.finalize("run-test-2")
+    for mode in MODES:
+        hits = following.search("zebra crossing", SearchParams(k=5, mode=mode))
+        assert hits[0].doc_id == "new.md", mode
+        assert "new.md" not in {h.doc_id for h in pinned.search("zebra", SearchParams(mode=mode))}
+    writer.delete(["new.md"])
+    for mode in MODES:
+        hits = following.search("zebra crossing", SearchParams(k=5, mode=mode))
+        assert "new.md" not in {hit.doc_id for hit in hits}, mode
+
+
 def test_snippet_shows_the_best_matching_part():
     text = "filler words here. " * 40 + "The zebra package installs on Linux. " + "more. " * 60
     shown = snippet(text, "install the zebra package", width=120)

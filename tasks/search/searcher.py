@@ -27,10 +27,12 @@ it. Without `rerank` nothing of this runs and the cross-encoder code is not impo
 
 With `context` or `expand`, the chosen hits get the text around them (tasks/search/context.py).
 
-Hybrid mode's full-text list does not wait for the question's embedding: it starts on a kept
-pool thread first (LanceDB releases the GIL while it searches) and runs beside the embedding,
-the vector list and its re-scoring (issue 24; benchmarks/RESULTS.md, "Query latency and the
-vector index"). The hits and scores are those of a plain sequential search
+The two lists are searched with LanceDB's async API on the process's query loop
+(tasks/search/query_loop.py; the queries: tasks/dataset/chunk_store.py). Hybrid mode's
+full-text list does not wait for the question's embedding: it starts first and runs beside
+the embedding, the vector list and its re-scoring; a batch searches the lists of the next
+questions while one is ranked (issue 24; benchmarks/RESULTS.md, "Issue 24: where a warm
+hybrid query's time goes"). The hits and scores are those of a plain sequential search
 (tests/test_query_equality.py).
 """
 
@@ -62,6 +64,10 @@ PER_DOC_OVERFETCH = 5  # chunks fetched per wanted document with per_doc, grown 
 # A batch's questions whose lists are searched ahead of the question being ranked (each
 # holds up to fusion depth hits per list in memory until its question's turn).
 LISTS_AHEAD = 16
+# A batch's questions embedded at once: enough for the encoders' batching, few enough to keep
+# memory flat and the vectors within the question encoder's cache (ASKED_QUESTIONS in
+# tasks/embed/dual_backend.py, which the cross-script re-scoring reads).
+EMBED_SLICE = 256
 
 
 @dataclass(frozen=True)
@@ -172,9 +178,9 @@ class Searcher:
         return self.search_many([text], params)[0]
 
     def search_many(self, texts: list[str], params: SearchParams) -> list[list[Hit]]:
-        """Hits for each text; the texts are embedded in one batch, in hybrid mode while
-        their full-text lists are searched, and the lists of the next LISTS_AHEAD texts are
-        searched while one is ranked."""
+        """Hits for each text. The texts are embedded EMBED_SLICE at a time, in hybrid mode
+        while their first full-text lists are searched; the lists of the next LISTS_AHEAD
+        texts are searched while one is ranked."""
         mode = self.resolve_mode(params.mode)
         scorer = cross_encoder(params.rerank) if params.rerank else None  # fails before embedding
         scope = self._scope(search_filter(self.dataset, params))
@@ -183,27 +189,34 @@ class Searcher:
         text_depth = max(limit, scope.fusion.depth)  # hybrid mode's list depth
         vector_depth = _vector_depth(scope.embedder, text_depth if mode == "hybrid" else limit)
         started: dict[int, Started] = {}  # text index → its lists for the first limit
-        vectors: list[np.ndarray] = []
+        vectors: dict[int, np.ndarray] = {}  # text index → its vector, until it is ranked
+
+        def vector_of(i: int) -> np.ndarray:
+            if i not in vectors:  # embed the slice that holds text i
+                first = i - i % EMBED_SLICE
+                part = texts[first : first + EMBED_SLICE]
+                made = scope.embedder.encode(part)
+                vectors.update(zip(range(first, first + len(part)), made, strict=True))
+            return vectors[i]
 
         def start(first: int, end: int) -> None:
-            for i in range(first, min(end, len(texts))):
+            ahead = range(first, min(end, len(texts)))
+            for i in ahead:  # the full-text lists first: they need no embedding
                 lists = started.setdefault(i, Started())
-                if mode == "hybrid" and lists.text is None:
+                if mode == "hybrid":
                     lists.text = self._start_text_list(scope, texts[i], text_depth, floor)
-                if vectors and lists.vector is None:
-                    work = self._vector_hits(scope, vectors[i], vector_depth)
-                    lists.vector = query_loop.submit(work)
+            for i in ahead:
+                if mode != "fts":
+                    work = self._vector_hits(scope, vector_of(i), vector_depth)
+                    started[i].vector = query_loop.submit(work)
 
-        start(0, LISTS_AHEAD)
         try:
-            if mode != "fts":
-                vectors = list(scope.embedder.encode(texts))
-                start(0, LISTS_AHEAD)
+            start(0, LISTS_AHEAD)
             results = []
             for i, text in enumerate(texts):
                 start(i + LISTS_AHEAD, i + LISTS_AHEAD + 1)
-                lists = started.pop(i, Started())
-                vector = vectors[i] if vectors else None
+                vector = vectors.pop(i, None)
+                lists = started.pop(i)
                 results.append(self._search_one(scope, text, vector, mode, params, scorer, lists))
             # The text around the chosen hits, all of them in one query (none when not asked).
             return with_context(self.dataset.chunks, results, params.context, params.expand)
