@@ -171,8 +171,9 @@ class Searcher:
     def nearest(self, vector: np.ndarray, where: str | None, limit: int) -> list[Hit]:
         """The `limit` chunks nearest to `vector`, scored by cosine similarity alone (no
         re-scoring): what the vector list starts from."""
-        self.resolve_mode("vector")
-        return query_loop.run(self._vector_hits(self._scope(where), vector, limit))
+        self.resolve_mode("vector")  # reads the table's version and hit columns
+        table = async_table(self.dataset.chunks)
+        return query_loop.run(_vector_hits(table, self.hit_columns(), where, vector, limit))
 
     def search(self, text: str, params: SearchParams) -> list[Hit]:
         return self.search_many([text], params)[0]
@@ -207,7 +208,7 @@ class Searcher:
                     lists.text = self._start_text_list(scope, texts[i], text_depth, floor)
             for i in ahead:
                 if mode != "fts":
-                    work = self._vector_hits(scope, vector_of(i), vector_depth)
+                    work = scope.vector_hits(vector_of(i), vector_depth)
                     started[i].vector = query_loop.submit(work)
 
         try:
@@ -268,7 +269,7 @@ class Searcher:
         """Up to `limit` hits in `mode`, each at or above `min_score` (see the module doc),
         from the lists in `lists` where they were started already."""
         if mode == "fts":
-            work = self._text_hits(scope, text, limit)
+            work = _text_hits(scope.table, scope.columns, scope.where, text, limit)
             return _above(query_loop.run(work), min_score)
         assert vector is not None
         if mode == "vector":
@@ -300,9 +301,7 @@ class Searcher:
         the list of `_vector_depth` hits, where it was started already."""
         rescorer = scope.embedder
         if started is None:
-            started = query_loop.submit(
-                self._vector_hits(scope, vector, _vector_depth(rescorer, limit))
-            )
+            started = query_loop.submit(scope.vector_hits(vector, _vector_depth(rescorer, limit)))
         hits = _above(started.result(), min_score)
         if not isinstance(rescorer, CrossScriptRescorer):
             return hits
@@ -313,16 +312,6 @@ class Searcher:
             for hit, extra in zip(head, bonus, strict=True)
         ]
         return sorted(head + hits[len(head) :], key=lambda hit: -hit.score)
-
-    async def _vector_hits(self, scope: Scope, vector: np.ndarray, limit: int) -> list[Hit]:
-        """Up to `limit` chunks nearest to `vector`, by cosine similarity."""
-        rows = await nearest_rows(scope.table, vector, scope.columns, scope.where, limit)
-        return [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
-
-    async def _text_hits(self, scope: Scope, text: str, limit: int) -> list[Hit]:
-        """Up to `limit` chunks by BM25, best first."""
-        rows = await matching_rows(scope.table, text, scope.columns, scope.where, limit)
-        return [Hit.from_row(row, row["_score"]) for row in rows]
 
     def _start_text_list(
         self, scope: Scope, text: str, limit: int, floor: bool
@@ -358,6 +347,9 @@ class Scope:
     fusion: Fusion
     where: str | None  # the search's prefilter
 
+    async def vector_hits(self, vector: np.ndarray, limit: int) -> list[Hit]:
+        return await _vector_hits(self.table, self.columns, self.where, vector, limit)
+
 
 @dataclass
 class Started:
@@ -370,6 +362,22 @@ class Started:
         for work in (self.text, self.vector):
             if work is not None:
                 work.cancel()
+
+
+async def _vector_hits(
+    table: AsyncTable, columns: list[str], where: str | None, vector: np.ndarray, limit: int
+) -> list[Hit]:
+    """Up to `limit` chunks nearest to `vector`, by cosine similarity."""
+    rows = await nearest_rows(table, vector, columns, where, limit)
+    return [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
+
+
+async def _text_hits(
+    table: AsyncTable, columns: list[str], where: str | None, text: str, limit: int
+) -> list[Hit]:
+    """Up to `limit` chunks by BM25, best first."""
+    rows = await matching_rows(table, text, columns, where, limit)
+    return [Hit.from_row(row, row["_score"]) for row in rows]
 
 
 def _vector_depth(embedder: Embedder, limit: int) -> int:
