@@ -175,6 +175,15 @@ class Searcher:
         table = async_table(self.dataset.chunks)
         return query_loop.run(_vector_hits(table, self.hit_columns(), where, vector, limit))
 
+    def lists(self, text: str, vector: np.ndarray, depth: int) -> tuple[list[Hit], TextList]:
+        """Hybrid mode's two lists of `depth` chunks for one question before fusion, with no
+        filter: the vector hits (re-scored across scripts where the model does that) and the
+        full-text list (benchmarks/quality.py tunes the fusion on them)."""
+        self.resolve_mode("hybrid")
+        scope = self._scope(None)
+        by_text = self._start_text_list(scope, text, depth, floor=False)
+        return self._by_vector(scope, text, vector, depth, None, None), by_text.result()
+
     def search(self, text: str, params: SearchParams) -> list[Hit]:
         return self.search_many([text], params)[0]
 
