@@ -136,9 +136,8 @@ def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit],
     vectors = searcher.embedder().encode([q.query for q in queries])
     found = []
     for q, vector in zip(queries, vectors, strict=True):
-        by_text = searcher._start_text_list(q.query, None, DEPTH, floor=False).result()
+        by_vector, by_text = searcher.lists(q.query, vector, DEPTH)
         coverage = term_coverage(query_text(q.query).split(), by_text.terms)
-        by_vector = searcher._by_vector(q.query, vector, None, DEPTH, None)
         found.append((q.qid, q.query, by_vector, by_text.hits, coverage))
     cache.write_bytes(pickle.dumps(found))
     return found

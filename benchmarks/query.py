@@ -24,7 +24,10 @@ a subprocess, one keep-alive connection); the throughput of a batch in the defau
 questions of `--queries-file` (one a line, or JSON Lines with a "query" or a "text"), else
 the benchmark's; vector search alone with the index and as an exact scan; recall@10 of the
 index against the exact scan. `--profile` also prints where the in-process hybrid queries
-spent their time (cProfile, the most cumulative time first). `--sweep` also times exact scans
+spend their time: each step timed alone (question embedding, each list, both lists in one
+round trip, the cross-script re-scoring) beside the whole query, then cProfile's calls of
+the searching thread, the most cumulative time first (the lists run on the query loop's
+thread: there they show as waits). `--sweep` also times exact scans
 against a fresh IVF_SQ index on small tables, which is where ANN_MIN_ROWS comes from.
 
 `--smoke` runs the same steps in seconds without ../shared: the passages are two Rust book
@@ -35,6 +38,7 @@ SMOKE_QUESTIONS, one size of SMOKE_ROWS rows (and a sweep of SMOKE_SWEEP_ROWS wi
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import io
 import json
@@ -56,13 +60,15 @@ import numpy as np  # noqa: E402
 
 from tasks.core.records import Chunk, Document, SourceFile, chunk_id, sha256_hex  # noqa: E402
 from tasks.dataset.ann import ANN_MIN_ROWS, NPROBES, REFINE_FACTOR, refresh_vector_index  # noqa: E402
+from tasks.dataset.chunk_store import matching_rows  # noqa: E402
 from tasks.dataset.dataset import Dataset  # noqa: E402
-from tasks.dataset.schema import Fingerprint  # noqa: E402
-from tasks.embed.base import ModelInfo  # noqa: E402
+from tasks.dataset.schema import SEARCH_TEXT_COLUMN, Fingerprint  # noqa: E402
+from tasks.embed.base import CrossScriptRescorer, ModelInfo  # noqa: E402
 from tasks.embed.models import DEFAULT_MODEL, get_embedder, prefer_latency, query_embedder  # noqa: E402
 from tasks.ingest.discover import discover  # noqa: E402
 from tasks.ingest.load import LoadSettings, load_batch  # noqa: E402
 from tasks.ingest.steps import split_batch  # noqa: E402
+from tasks.search import query_loop  # noqa: E402
 from tasks.search.params import MODES, SearchParams  # noqa: E402
 from tasks.search.queries import read_queries  # noqa: E402
 from tasks.search.searcher import Searcher  # noqa: E402
@@ -135,6 +141,47 @@ def profile(searcher: Searcher, questions: list[str], lines: int = 25) -> str:
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(lines)
     return out.getvalue()
+
+
+def steps(searcher: Searcher, questions: list[str]) -> str:
+    """p50/p95 of each step of a warm hybrid query, each timed alone on the warm searcher
+    (the lists as the searcher runs them, on its query loop), and of the whole query."""
+    scope = searcher._scope(None)
+    embedder = scope.embedder
+    vectors = {q: embedder.encode([q])[0] for q in questions}
+    depth = scope.fusion.depth
+    text_columns = [*scope.columns, SEARCH_TEXT_COLUMN]
+
+    def vector_list(q: str) -> list:
+        return query_loop.run(scope.vector_hits(vectors[q], depth))
+
+    def text_list(q: str) -> list:
+        return query_loop.run(matching_rows(scope.table, q, text_columns, None, depth))
+
+    async def both(q: str) -> list:
+        return await asyncio.gather(
+            scope.vector_hits(vectors[q], depth),
+            matching_rows(scope.table, q, text_columns, None, depth),
+        )
+
+    def rescoring(q: str) -> float:
+        assert isinstance(embedder, CrossScriptRescorer)
+        head = vector_list(q)[: embedder.rescore_depth]  # not timed
+        start = time.perf_counter()
+        embedder.cross_script_bonus(q, [hit.text for hit in head])
+        return time.perf_counter() - start
+
+    params = SearchParams(k=10, mode="hybrid")
+    rows = [
+        ("question embedding", timed(lambda q: embedder.encode([q]), questions)),
+        (f"vector list ({depth} hits)", timed(vector_list, questions)),
+        (f"full-text list ({depth} hits)", timed(text_list, questions)),
+        ("both lists, one round trip", timed(lambda q: query_loop.run(both(q)), questions)),
+    ]
+    if isinstance(embedder, CrossScriptRescorer):
+        rows.append(("cross-script re-scoring", [rescoring(q) for q in questions]))
+    rows.append(("whole hybrid query", timed(lambda q: searcher.search(q, params), questions)))
+    return "\n".join(f"  step {name:<28} {percentiles(seconds)}" for name, seconds in rows)
 
 
 def timed(call, inputs) -> list[float]:
@@ -250,7 +297,7 @@ def build(
 def recall_at_10(searcher: Searcher, vectors: np.ndarray) -> float:
     found = 0
     for vector in vectors:
-        approximate = {hit.chunk_id for hit in searcher._vector(vector, None, 10)}
+        approximate = {hit.chunk_id for hit in searcher.nearest(vector, None, 10)}
         exact = searcher.dataset.chunks.search(vector).distance_type("cosine").bypass_vector_index()
         found += len(approximate & {row["chunk_id"] for row in exact.limit(10).to_list()})
     return found / (10 * len(vectors))
@@ -301,7 +348,7 @@ def sweep(
         built = time.perf_counter() - start
         searcher = Searcher(Dataset(uri))  # opened after the index exists, so that it is used
         exact = timed(lambda v, s=searcher: exact_scan(s, v), probes)
-        ann = timed(lambda v, s=searcher: s._vector(v, None, 10), probes)
+        ann = timed(lambda v, s=searcher: s.nearest(v, None, 10), probes)
         recall = recall_at_10(searcher, probes)
         print(
             f"sweep {rows:>6} rows: exact {percentiles(exact)} | IVF_SQ {percentiles(ann)} "
@@ -392,8 +439,9 @@ def main() -> int:
             f"{entry['batch_questions_per_s']:.1f} questions/s"
         )
         if args.profile:
+            print(steps(searcher, questions))
             print(profile(searcher, questions))
-        ann = timed(lambda v, s=searcher: s._vector(v, None, 10), probes)
+        ann = timed(lambda v, s=searcher: s.nearest(v, None, 10), probes)
         exact = timed(lambda v, s=searcher: exact_scan(s, v), probes)
         entry["recall@10"] = recall_at_10(searcher, probes)
         print(f"  vector search alone: as queried {percentiles(ann)} | exact {percentiles(exact)}")

@@ -336,6 +336,35 @@ def test_per_doc_fetches_more_until_k_documents_show(tmp_path):
     assert best_per_doc(plain) == plain[:1]
 
 
+def test_a_searcher_that_follows_writers_sees_each_new_version(tmp_path):
+    """A warm searcher on a dataset opened with a consistency interval (as the service opens
+    it) finds rows committed after its first searches, in every mode, and loses deleted
+    ones; one opened without keeps the version it first read."""
+    uri = str(tmp_path / "index")
+    build_index(uri, [document("old.md", [("Old", "alpha beta gamma")])])
+    following = Searcher(Dataset(uri, consistency=timedelta(0)))
+    pinned = Searcher(Dataset(uri))
+    for searcher in (following, pinned):
+        for mode in MODES:
+            hits = searcher.search("zebra crossing", SearchParams(k=5, mode=mode))
+            assert "new.md" not in {hit.doc_id for hit in hits}
+    writer = Dataset(uri)
+    writer.write_batch(
+        [new := document("new.md", [("New", "zebra crossing zebra")])],
+        chunks := split_document(new, SPLIT).chunks,
+        EMBEDDER.encode([chunk.text for chunk in chunks]),
+    )
+    writer.finalize("run-test-2")
+    for mode in MODES:
+        hits = following.search("zebra crossing", SearchParams(k=5, mode=mode))
+        assert hits[0].doc_id == "new.md", mode
+        assert "new.md" not in {h.doc_id for h in pinned.search("zebra", SearchParams(mode=mode))}
+    writer.delete(["new.md"])
+    for mode in MODES:
+        hits = following.search("zebra crossing", SearchParams(k=5, mode=mode))
+        assert "new.md" not in {hit.doc_id for hit in hits}, mode
+
+
 def test_snippet_shows_the_best_matching_part():
     text = "filler words here. " * 40 + "The zebra package installs on Linux. " + "more. " * 60
     shown = snippet(text, "install the zebra package", width=120)
@@ -375,7 +404,7 @@ def test_vector_index_keeps_recall_and_filtered_results(tmp_path):
     searcher = Searcher(Dataset(uri))
     found = 0
     for probe in clustered(rng, 30):
-        approximate = searcher._vector(probe, None, 10)
+        approximate = searcher.nearest(probe, None, 10)
         exact = searcher.dataset.chunks.search(probe).distance_type("cosine")
         exact = exact.bypass_vector_index()
         exact = exact.limit(10).to_list()
@@ -385,7 +414,7 @@ def test_vector_index_keeps_recall_and_filtered_results(tmp_path):
         assert all(abs(hit.score - exact_scores[hit.chunk_id]) < 1e-5 for hit in shared)
     assert found / 300 >= 0.95
     # A prefilter matching 3 rows still returns all 3 (the exact scan steps in if needed).
-    hits = searcher._vector(clustered(rng, 1)[0], "doc_id = 'doc-0007.md'", 10)
+    hits = searcher.nearest(clustered(rng, 1)[0], "doc_id = 'doc-0007.md'", 10)
     assert sorted(hit.chunk_index for hit in hits) == [0, 1, 2]
     table.add(synthetic_rows(rng, 3000, start=3000))
     assert refresh_vector_index(table, min_rows=1000), "retrained once the table doubled"

@@ -1,7 +1,12 @@
 """The chunks table: chunk sets replaced in one commit, stored vectors, deletes, the two searches.
 
-`nearest` (by vector) and `matching` (by full-text relevance) are the primitives the searcher
-builds on; they return plain rows with the columns asked for and the score LanceDB gives.
+`nearest` (by vector) and `matching` (by full-text relevance) are the two searches; they return
+plain rows with the columns asked for and the score LanceDB gives. `nearest_rows` and
+`matching_rows` are the same searches on LanceDB's async API, which the searcher runs on its
+own event loop: both lists of a question in one round trip, without the sync API's per-query
+calls to LanceDB's background loop (three of them `Table.schema`). `async_table` gives the
+open table's async handle, so both APIs read one table: its version, read consistency and
+index caches.
 """
 
 from __future__ import annotations
@@ -10,8 +15,8 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from lancedb.query import MatchQuery
-from lancedb.table import Table
+from lancedb.query import AsyncFTSQuery, AsyncVectorQuery, MatchQuery
+from lancedb.table import AsyncTable, LanceTable, Table
 
 from tasks.core.reasons import Status
 from tasks.core.records import Chunk, Document
@@ -70,6 +75,15 @@ def delete_chunks(table: Table, doc_ids: list[str]) -> int:
     return before - table.count_rows()
 
 
+def async_table(table: Table) -> AsyncTable:
+    """The async handle of an open table: the same table, not a second one (LanceDB's sync
+    table keeps it as `_table` and runs every call through it)."""
+    handle = getattr(table, "_table", None) if isinstance(table, LanceTable) else None
+    if not isinstance(handle, AsyncTable):
+        raise TypeError(f"{table!r} has no async handle (not a local or object-store table)")
+    return handle
+
+
 def nearest(
     table: Table, vector: np.ndarray, columns: list[str], where: str | None, limit: int
 ) -> list[dict[str, Any]]:
@@ -94,13 +108,60 @@ def matching(
 ) -> list[dict[str, Any]]:
     """Up to `limit` rows by BM25 relevance (`_score`) to `text` in the full-text index:
     the question analysed as the chunks were, any of its terms (no query syntax)."""
-    terms = analysis.query_text(text)
-    if not terms:
+    match = _match(text)
+    if match is None:
         return []
-    # Any of the terms, exact (MatchQuery's defaults; its pydantic fields hide them from mypy).
-    match = MatchQuery(terms, SEARCH_TEXT_COLUMN)  # type: ignore[call-arg]
     query = table.search(match, query_type="fts")
     query = query.select([*columns, "_score"]).limit(limit)
     if where is not None:
         query = query.where(where, prefilter=True)
     return query.to_list()
+
+
+async def nearest_rows(
+    table: AsyncTable, vector: np.ndarray, columns: list[str], where: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """`nearest` on the async handle: the same query, the same rows."""
+    query = _nearest_query(table, vector, columns, where, limit)
+    rows = await query.to_list()
+    if where is not None and len(rows) < limit:
+        indexes = await table.list_indices()  # only a short filtered list pays this
+        if any(VECTOR_COLUMN in index.columns for index in indexes):
+            rows = (
+                await _nearest_query(table, vector, columns, where, limit)
+                .bypass_vector_index()
+                .to_list()
+            )
+    return rows
+
+
+async def matching_rows(
+    table: AsyncTable, text: str, columns: list[str], where: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """`matching` on the async handle: the same query, the same rows."""
+    match = _match(text)
+    if match is None:
+        return []
+    query: AsyncFTSQuery = table.query().nearest_to_text(match)
+    query = query.select([*columns, "_score"]).limit(limit)
+    if where is not None:
+        query = query.where(where)  # a prefilter: the async API's default
+    return await query.to_list()
+
+
+def _nearest_query(
+    table: AsyncTable, vector: np.ndarray, columns: list[str], where: str | None, limit: int
+) -> AsyncVectorQuery:
+    query = table.query().nearest_to(vector).column(VECTOR_COLUMN).distance_type("cosine")
+    query = tune(query).select([*columns, "_distance"]).limit(limit)
+    return query if where is None else query.where(where)  # a prefilter, as in `nearest`
+
+
+def _match(text: str) -> MatchQuery | None:
+    """The question analysed as the chunks were, any of its terms (no query syntax); None
+    when it has no terms."""
+    terms = analysis.query_text(text)
+    if not terms:
+        return None
+    # Any of the terms, exact (MatchQuery's defaults; its pydantic fields hide them from mypy).
+    return MatchQuery(terms, SEARCH_TEXT_COLUMN)  # type: ignore[call-arg]

@@ -43,6 +43,7 @@ import re
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +70,9 @@ _HALF = 1.0 / math.sqrt(2.0)
 CROSS_SCRIPT_DEPTH = 20
 BEST_SENTENCE_WEIGHT = 0.5
 SENTENCE_CACHE_TEXTS = 2048  # chunk texts whose sentence vectors a process keeps (~40 MB)
-ASKED_QUESTIONS = 64  # questions asked alone whose multilingual vectors the re-scoring reuses
+# Questions whose multilingual vectors the re-scoring reuses: the last ones encoded, alone or
+# in a batch (2 MB; a searcher embeds a batch in slices smaller than this).
+ASKED_QUESTIONS = 1024
 # Where a chunk's text divides into sentences: after CJK or Latin sentence-final punctuation
 # (Latin ones and colons only before a space), and at line breaks.
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.:])\s+|\n+")
@@ -78,6 +81,13 @@ _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.:])\s+|\n+")
 def reads_english(text: str) -> bool:
     """Whether the English part embeds `text`: mostly Latin letters, or none at all."""
     return language_group(text) in _ENGLISH_GROUPS
+
+
+@lru_cache(maxsize=SENTENCE_CACHE_TEXTS)
+def _chunk_reads_english(text: str) -> bool:
+    """`reads_english` of a candidate chunk, kept for the most recent ones like their sentence
+    vectors (a script count reads every character of a chunk)."""
+    return reads_english(text)
 
 
 def sentences(text: str) -> list[str]:
@@ -156,21 +166,22 @@ class DualQuestions:
         # chunk text → its sentences' multilingual vectors, for the most recent
         # SENTENCE_CACHE_TEXTS: a warm process re-scores chunks it has seen without encoding
         self._sentence_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
-        # question → its multilingual vector, for the last ASKED_QUESTIONS asked alone: the
+        # question → its multilingual vector, for the last ASKED_QUESTIONS encoded: the
         # re-scoring reads the vector the question's embedding made instead of encoding again
         self._asked: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
 
     def encode(self, texts: list[str]) -> np.ndarray:
         w = QUESTION_ENGLISH_WEIGHT
-        multilingual = None
-        if len(texts) == 1:  # as `cross_script_bonus` encodes it: alone (the same vector)
-            multilingual = self.documents.multilingual.encode(texts)
-            with self._cache_lock:
-                self._asked[texts[0]] = multilingual[0]
-                self._asked.move_to_end(texts[0])
-                while len(self._asked) > ASKED_QUESTIONS:
-                    self._asked.popitem(last=False)
+        # Kept for `cross_script_bonus` (a question's vector made in a batch differs from the
+        # one made alone by about 1e-7).
+        multilingual = self.documents.multilingual.encode(texts)
+        with self._cache_lock:
+            for text, vector in zip(texts, multilingual, strict=True):
+                self._asked[text] = vector.copy()  # not a view that holds the batch
+                self._asked.move_to_end(text)
+            while len(self._asked) > ASKED_QUESTIONS:
+                self._asked.popitem(last=False)
         return self.documents.weighted(
             texts,
             latin=(math.sqrt(w), math.sqrt(1 - w), 0.0),
@@ -184,7 +195,7 @@ class DualQuestions:
         scale of the multilingual part's share of the vectors' cosine; 0 for the others."""
         bonus = np.zeros(len(texts), np.float32)
         latin_question = reads_english(question)
-        across = [i for i, text in enumerate(texts) if reads_english(text) != latin_question]
+        across = [i for i, text in enumerate(texts) if _chunk_reads_english(text) != latin_question]
         if not across:
             return bonus
         with self._cache_lock:

@@ -27,27 +27,31 @@ it. Without `rerank` nothing of this runs and the cross-encoder code is not impo
 
 With `context` or `expand`, the chosen hits get the text around them (tasks/search/context.py).
 
-Hybrid mode's full-text list does not wait for the question's embedding: it starts on a kept
-pool thread first (LanceDB releases the GIL while it searches) and runs beside the embedding,
-the vector list and its re-scoring (issue 24; benchmarks/RESULTS.md, "Query latency and the
-vector index"). The hits and scores are those of a plain sequential search
+The two lists are searched with LanceDB's async API on the process's query loop
+(tasks/search/query_loop.py; the queries: tasks/dataset/chunk_store.py). Hybrid mode's
+full-text list does not wait for the question's embedding: it starts first and runs beside
+the embedding, the vector list and its re-scoring; a batch searches the lists of the next
+questions while one is ranked (issue 24; benchmarks/RESULTS.md, "Issue 24: where a warm
+hybrid query's time goes"). The hits and scores are those of a plain sequential search
 (tests/test_query_equality.py).
 """
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
+from lancedb.table import AsyncTable
 
+from tasks.dataset.chunk_store import async_table, matching_rows, nearest_rows
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
-from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
+from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN, Fingerprint
 from tasks.embed.base import CrossScriptRescorer, Embedder
 from tasks.embed.models import model_info, model_spec_for, query_embedder
+from tasks.search import query_loop
 from tasks.search.context import with_context
 from tasks.search.filters import search_filter
 from tasks.search.fusion import Fusion, best_per_doc, fusion_for, term_coverage
@@ -57,12 +61,13 @@ from tasks.search.rerank import PairScorer, cross_encoder, rerank
 from tasks.text import analysis
 
 PER_DOC_OVERFETCH = 5  # chunks fetched per wanted document with per_doc, grown as needed
-# Full-text lists that run at once beside their searches' other steps, in the whole process:
-# as many as the service runs searches at once (flows/service.py, SEARCH_THREADS).
-TEXT_LIST_THREADS = 8
-# A batch's full-text lists started ahead of the question being ranked (each holds up to
-# fusion depth rows in memory until its question's turn).
-TEXT_LISTS_AHEAD = 2 * TEXT_LIST_THREADS
+# A batch's questions whose lists are searched ahead of the question being ranked (each
+# holds up to fusion depth hits per list in memory until its question's turn).
+LISTS_AHEAD = 16
+# A batch's questions embedded at once: enough for the encoders' batching, few enough to keep
+# memory flat and the vectors within the question encoder's cache (ASKED_QUESTIONS in
+# tasks/embed/dual_backend.py, which the cross-script re-scoring reads).
+EMBED_SLICE = 256
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,8 @@ class Searcher:
     """One open dataset, searched with the model that built it; reuse it across queries.
 
     When the dataset was opened with a consistency interval, each query sees newer table
-    versions, a rebuild with another model included: the model follows the fingerprint.
+    versions, a rebuild with another model included: the model follows the fingerprint,
+    which each search reads once.
     """
 
     def __init__(self, dataset: Dataset):
@@ -101,7 +107,9 @@ class Searcher:
     def embedder(self) -> Embedder:
         """The encoder of the dataset's model for questions, loaded once per process (torch-free
         where it can be: tasks.embed.models.query_embedder)."""
-        fp = self.dataset.fingerprint
+        return self._embedder_for(self.dataset.fingerprint)
+
+    def _embedder_for(self, fp: Fingerprint) -> Embedder:
         try:
             embedder = query_embedder(fp.model)
         except Exception as exc:  # noqa: BLE001 - re-raised as the dataset's problem
@@ -160,111 +168,152 @@ class Searcher:
             )
         return mode
 
+    def nearest(self, vector: np.ndarray, where: str | None, limit: int) -> list[Hit]:
+        """The `limit` chunks nearest to `vector`, scored by cosine similarity alone (no
+        re-scoring): what the vector list starts from."""
+        self.resolve_mode("vector")  # reads the table's version and hit columns
+        table = async_table(self.dataset.chunks)
+        return query_loop.run(_vector_hits(table, self.hit_columns(), where, vector, limit))
+
+    def lists(self, text: str, vector: np.ndarray, depth: int) -> tuple[list[Hit], TextList]:
+        """Hybrid mode's two lists of `depth` chunks for one question before fusion, with no
+        filter: the vector hits (re-scored across scripts where the model does that) and the
+        full-text list (benchmarks/quality.py tunes the fusion on them)."""
+        self.resolve_mode("hybrid")
+        scope = self._scope(None)
+        by_text = self._start_text_list(scope, text, depth, floor=False)
+        return self._by_vector(scope, text, vector, depth, None, None), by_text.result()
+
     def search(self, text: str, params: SearchParams) -> list[Hit]:
         return self.search_many([text], params)[0]
 
     def search_many(self, texts: list[str], params: SearchParams) -> list[list[Hit]]:
-        """Hits for each text; the texts are embedded in one batch, in hybrid mode while
-        their full-text lists are searched."""
+        """Hits for each text. The texts are embedded EMBED_SLICE at a time, in hybrid mode
+        while their first full-text lists are searched; the lists of the next LISTS_AHEAD
+        texts are searched while one is ranked."""
         mode = self.resolve_mode(params.mode)
         scorer = cross_encoder(params.rerank) if params.rerank else None  # fails before embedding
-        where = search_filter(self.dataset, params)
-        started: dict[int, Future[TextList]] = {}  # text index → its full-text list
+        scope = self._scope(search_filter(self.dataset, params))
+        limit = _first_limit(params)
+        floor = scorer is None and params.min_score is not None
+        text_depth = max(limit, scope.fusion.depth)  # hybrid mode's list depth
+        vector_depth = _vector_depth(scope.embedder, text_depth if mode == "hybrid" else limit)
+        started: dict[int, Started] = {}  # text index → its lists for the first limit
+        vectors: dict[int, np.ndarray] = {}  # text index → its vector, until it is ranked
+
+        def vector_of(i: int) -> np.ndarray:
+            if i not in vectors:  # embed the slice that holds text i
+                first = i - i % EMBED_SLICE
+                part = texts[first : first + EMBED_SLICE]
+                made = scope.embedder.encode(part)
+                vectors.update(zip(range(first, first + len(part)), made, strict=True))
+            return vectors[i]
 
         def start(first: int, end: int) -> None:
-            if mode == "hybrid":
-                depth = max(_first_limit(params), self.fusion().depth)
-                floor = scorer is None and params.min_score is not None
-                for i in range(first, min(end, len(texts))):
-                    started[i] = self._start_text_list(texts[i], where, depth, floor)
+            ahead = range(first, min(end, len(texts)))
+            for i in ahead:  # the full-text lists first: they need no embedding
+                lists = started.setdefault(i, Started())
+                if mode == "hybrid":
+                    lists.text = self._start_text_list(scope, texts[i], text_depth, floor)
+            for i in ahead:
+                if mode != "fts":
+                    work = scope.vector_hits(vector_of(i), vector_depth)
+                    started[i].vector = query_loop.submit(work)
 
-        start(0, TEXT_LISTS_AHEAD)
         try:
-            vectors: list[np.ndarray | None] = (
-                list(self.embedder().encode(texts)) if mode != "fts" else [None] * len(texts)
-            )
+            start(0, LISTS_AHEAD)
             results = []
-            for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
-                start(i + TEXT_LISTS_AHEAD, i + TEXT_LISTS_AHEAD + 1)
-                text_list = started.pop(i, None)
-                results.append(
-                    self._search_one(text, vector, mode, where, params, scorer, text_list)
-                )
+            for i, text in enumerate(texts):
+                start(i + LISTS_AHEAD, i + LISTS_AHEAD + 1)
+                vector = vectors.pop(i, None)
+                lists = started.pop(i)
+                results.append(self._search_one(scope, text, vector, mode, params, scorer, lists))
             # The text around the chosen hits, all of them in one query (none when not asked).
             return with_context(self.dataset.chunks, results, params.context, params.expand)
         finally:
-            for text_list in started.values():  # after a failure: none runs for nothing
-                text_list.cancel()
+            for lists in started.values():  # after a failure: none runs for nothing
+                lists.cancel()
+
+    def _scope(self, where: str | None) -> Scope:
+        """What a search reads the dataset with, read once (the fingerprint of a dataset that
+        follows writers is read again on each access)."""
+        fp = self.dataset.fingerprint
+        table = async_table(self.dataset.chunks)
+        return Scope(table, self.hit_columns(), self._embedder_for(fp), _fusion_of(fp.model), where)
 
     def _search_one(
         self,
+        scope: Scope,
         text: str,
         vector: np.ndarray | None,
         mode: Mode,
-        where: str | None,
         params: SearchParams,
-        scorer: PairScorer | None = None,
-        text_list: Future[TextList] | None = None,
+        scorer: PairScorer | None,
+        lists: Started,
     ) -> list[Hit]:
         """Top hits for one query; with per_doc, fetch more chunks until k documents show;
         with a cross-encoder `scorer`, re-rank the candidates first (see the module doc).
-        `text_list`: hybrid mode's full-text list for the first limit, already started."""
+        `lists`: the lists for the first limit, where they were started already."""
         limit = _first_limit(params)
         floor = params.min_score if scorer is None else None  # else a floor on the new score
         while True:
-            hits = self._ranked(text, vector, mode, where, limit, floor, text_list)
+            hits = self._ranked(scope, text, vector, mode, limit, floor, lists)
             if not params.per_doc or len(best_per_doc(hits)) >= params.k or len(hits) < limit:
                 break
-            limit, text_list = limit * 4, None
+            limit, lists = limit * 4, Started()
         if scorer is not None:
             hits = _above(rerank(text, hits, scorer), params.min_score)
         return (best_per_doc(hits) if params.per_doc else hits)[: params.k]
 
     def _ranked(
         self,
+        scope: Scope,
         text: str,
         vector: np.ndarray | None,
         mode: Mode,
-        where: str | None,
         limit: int,
         min_score: float | None,
-        text_list: Future[TextList] | None = None,
+        lists: Started,
     ) -> list[Hit]:
-        """Up to `limit` hits in `mode`, each at or above `min_score` (see the module doc);
-        in hybrid mode with the full-text list `text_list` where it was started already."""
+        """Up to `limit` hits in `mode`, each at or above `min_score` (see the module doc),
+        from the lists in `lists` where they were started already."""
         if mode == "fts":
-            return _above(self._fts(text, where, limit), min_score)
+            work = _text_hits(scope.table, scope.columns, scope.where, text, limit)
+            return _above(query_loop.run(work), min_score)
         assert vector is not None
         if mode == "vector":
-            return self._by_vector(text, vector, where, limit, min_score)[:limit]
-        fusion = self.fusion()
-        depth = max(limit, fusion.depth)
+            return self._by_vector(scope, text, vector, limit, min_score, lists.vector)[:limit]
+        depth = max(limit, scope.fusion.depth)
+        text_list = lists.text
         if text_list is None:
-            text_list = self._start_text_list(text, where, depth, min_score is not None)
-        by_vector = self._by_vector(text, vector, where, depth, min_score)
+            text_list = self._start_text_list(scope, text, depth, min_score is not None)
+        by_vector = self._by_vector(scope, text, vector, depth, min_score, lists.vector)
         by_text = text_list.result()
         if min_score is not None:
             by_text = by_text.above(vector, min_score)
         coverage = 1.0
-        if fusion.full_coverage is not None:
+        if scope.fusion.full_coverage is not None:
             coverage = term_coverage(analysis.query_text(text).split(), by_text.terms)
-        return fusion.fuse(text, by_vector, by_text.hits, limit, coverage)
+        return scope.fusion.fuse(text, by_vector, by_text.hits, limit, coverage)
 
     def _by_vector(
         self,
+        scope: Scope,
         text: str,
         vector: np.ndarray,
-        where: str | None,
         limit: int,
         min_score: float | None,
+        started: Future[list[Hit]] | None,
     ) -> list[Hit]:
         """At least `limit` vector hits at or above `min_score` (a floor on the cosine), the
-        first ones re-scored across scripts where the model does that, best first."""
-        rescorer = self.embedder()
+        first ones re-scored across scripts where the model does that, best first; `started`:
+        the list of `_vector_depth` hits, where it was started already."""
+        rescorer = scope.embedder
+        if started is None:
+            started = query_loop.submit(scope.vector_hits(vector, _vector_depth(rescorer, limit)))
+        hits = _above(started.result(), min_score)
         if not isinstance(rescorer, CrossScriptRescorer):
-            return _above(self._vector(vector, where, limit), min_score)
-        depth = max(limit, rescorer.rescore_depth)
-        hits = _above(self._vector(vector, where, depth), min_score)
+            return hits
         head = hits[: rescorer.rescore_depth]
         bonus = rescorer.cross_script_bonus(text, [hit.text for hit in head])
         head = [
@@ -273,37 +322,79 @@ class Searcher:
         ]
         return sorted(head + hits[len(head) :], key=lambda hit: -hit.score)
 
-    def _vector(self, vector: np.ndarray, where: str | None, limit: int) -> list[Hit]:
-        rows = self.dataset.nearest(vector, self.hit_columns(), where, limit)
-        return [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
-
-    def _fts(self, text: str, where: str | None, limit: int) -> list[Hit]:
-        """Up to `limit` chunks by BM25, best first."""
-        rows = self.dataset.matching(text, self.hit_columns(), where, limit)
-        return [Hit.from_row(row, row["_score"]) for row in rows]
-
     def _start_text_list(
-        self, text: str, where: str | None, limit: int, floor: bool
+        self, scope: Scope, text: str, limit: int, floor: bool
     ) -> Future[TextList]:
-        """Hybrid mode's full-text list of `limit` chunks by BM25, searched on a pool thread,
+        """Hybrid mode's full-text list of `limit` chunks by BM25, started on the query loop,
         with each hit's analysed text where the fusion's coverage gate reads it and, with a
         cosine `floor` to apply, its stored vector."""
-        terms = self.fusion().full_coverage is not None
+        terms = scope.fusion.full_coverage is not None
         columns = [
-            *self.hit_columns(),
+            *scope.columns,
             *([SEARCH_TEXT_COLUMN] if terms else []),
             *([VECTOR_COLUMN] if floor else []),
         ]
 
-        def search() -> TextList:
-            rows = self.dataset.matching(text, columns, where, limit)
+        async def search() -> TextList:
+            rows = await matching_rows(scope.table, text, columns, scope.where, limit)
             return TextList(
                 [Hit.from_row(row, row["_score"]) for row in rows],
                 [row[SEARCH_TEXT_COLUMN] for row in rows] if terms else [],
                 [row[VECTOR_COLUMN] for row in rows] if floor else [],
             )
 
-        return _text_list_pool().submit(search)
+        return query_loop.submit(search())
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one search reads the dataset with (`Searcher._scope`)."""
+
+    table: AsyncTable  # the chunks table's async handle
+    columns: list[str]  # the hit columns the table has
+    embedder: Embedder
+    fusion: Fusion
+    where: str | None  # the search's prefilter
+
+    async def vector_hits(self, vector: np.ndarray, limit: int) -> list[Hit]:
+        return await _vector_hits(self.table, self.columns, self.where, vector, limit)
+
+
+@dataclass
+class Started:
+    """A question's lists for its first limit, started ahead of its ranking (none: not yet)."""
+
+    text: Future[TextList] | None = None
+    vector: Future[list[Hit]] | None = None
+
+    def cancel(self) -> None:
+        for work in (self.text, self.vector):
+            if work is not None:
+                work.cancel()
+
+
+async def _vector_hits(
+    table: AsyncTable, columns: list[str], where: str | None, vector: np.ndarray, limit: int
+) -> list[Hit]:
+    """Up to `limit` chunks nearest to `vector`, by cosine similarity."""
+    rows = await nearest_rows(table, vector, columns, where, limit)
+    return [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
+
+
+async def _text_hits(
+    table: AsyncTable, columns: list[str], where: str | None, text: str, limit: int
+) -> list[Hit]:
+    """Up to `limit` chunks by BM25, best first."""
+    rows = await matching_rows(table, text, columns, where, limit)
+    return [Hit.from_row(row, row["_score"]) for row in rows]
+
+
+def _vector_depth(embedder: Embedder, limit: int) -> int:
+    """The vector hits fetched for a list of `limit`: at least the cross-script re-scoring's
+    depth where the model re-scores."""
+    if isinstance(embedder, CrossScriptRescorer):
+        return max(limit, embedder.rescore_depth)
+    return limit
 
 
 def _first_limit(params: SearchParams) -> int:
@@ -311,19 +402,6 @@ def _first_limit(params: SearchParams) -> int:
     cross-encoder."""
     limit = params.k * PER_DOC_OVERFETCH if params.per_doc else params.k
     return max(limit, params.rerank_depth) if params.rerank else limit
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _text_list_pool() -> ThreadPoolExecutor:
-    """The process's pool for full-text lists: made on first use, its threads kept."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(TEXT_LIST_THREADS, thread_name_prefix="text-list")
-        return _pool
 
 
 @cache
