@@ -22,7 +22,8 @@ two can be compared side by side; `--modes` measures only some modes.
 `--tune` also takes each query's vector and full-text candidate lists once and scores
 hybrid mode over a grid of its fusion settings (tasks/search/fusion.py: the vector list's
 weight α and the candidate depth), printing the best setting for the Chinese set and for
-the others, and the current setting's figures. Tune on these dev sets only.
+the others, the current setting's figures, and those with a reciprocal-rank term added to
+its scores. Tune on these dev sets only.
 
 `--headings` measures what the embedder should see: vector search over the same chunks
 embedded as they are and with their heading path in front (exact cosine search in numpy,
@@ -42,6 +43,7 @@ import pickle
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,16 +166,35 @@ def tune(lists: dict[str, list], qrels: dict[str, dict], now: Fusion) -> None:
         name: hybrid_ndcg(now, per_query, qrels[name]) for name, per_query in lists.items()
     }
     print(f"now ({now}): " + json.dumps(scores_now))
+    for weight in (0.5, 1.0, 2.0):  # ranks as well as scores: a reciprocal-rank term added
+        figures = {
+            name: hybrid_ndcg(now, per_query, qrels[name], weight)
+            for name, per_query in lists.items()
+        }
+        print(f"now + {weight} × Σ 60/(60 + rank): " + json.dumps(figures))
 
 
-def hybrid_ndcg(setting: Fusion, per_query: list, qrels: dict) -> float:
-    """nDCG@10 of documents ranked by their best chunk in the fused lists."""
+def hybrid_ndcg(setting: Fusion, per_query: list, qrels: dict, rank_weight: float = 0.0) -> float:
+    """nDCG@10 of documents ranked by their best chunk in the fused lists; with
+    `rank_weight`, each chunk's fused score gains rank_weight × Σ 60 / (60 + its rank) over
+    the two lists (reciprocal-rank fusion's term, on a scale like the z-scores')."""
     run = {}
     for qid, text, by_vector, by_text, coverage in per_query:
         depth = setting.depth
         fused = setting.fuse(text, by_vector[:depth], by_text[:depth], 2 * depth, coverage)
+        if rank_weight:
+            bonus = reciprocal_ranks(by_vector[:depth], by_text[:depth])
+            fused = sorted(fused, key=lambda hit: -(hit.score + rank_weight * bonus(hit)))
         run[qid] = [hit.doc_id for hit in best_per_doc(fused)][:K]
     return score_run(run, qrels, K)["ndcg@10"]
+
+
+def reciprocal_ranks(*lists: list[Hit]) -> Callable[[Hit], float]:
+    """A chunk's Σ 60 / (60 + its rank) over `lists` (0-based ranks; absent: nothing)."""
+    ranks = [{hit.chunk_id: rank for rank, hit in enumerate(hits)} for hits in lists]
+    return lambda hit: sum(
+        60 / (60 + found[hit.chunk_id]) for found in ranks if hit.chunk_id in found
+    )
 
 
 def headings_experiment(uri: str, name: str, model: str) -> dict[str, float]:
