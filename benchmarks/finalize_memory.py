@@ -1,7 +1,8 @@
 """Finalize memory: the peak RSS of each of the finalize's steps, apart, on a big table.
 
     .venv/bin/python -m benchmarks.finalize_memory [--rows 200000] [--work DIR]
-        [--vector JSON ...] [--fts JSON ...] [--smoke]
+        [--vector JSON ...] [--fts JSON ...] [--variants-only] [--recall [--recall-rows N]]
+        [--smoke]
 
 Builds once (kept in --work, reused by later runs with the same --rows) a dataset as the
 first ingest of 100,000 generated notes leaves it before its finalize: ROWS chunks, two a
