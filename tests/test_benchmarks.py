@@ -211,6 +211,26 @@ def check_scale(out: str) -> None:
     assert {"load (waiting)", "split", "embed", "write"} <= set(run["stage_s"])
 
 
+def check_finalize_memory(out: str) -> None:
+    """Each of the finalize's steps in a process of its own, the whole finalize, a later
+    run's, and the vector index's recall on the default model's vectors."""
+    figures = r" +[\d.]+" * 4
+    steps = ("fts", "vector", "optimize", "cleanup", "finalize")
+    assert_lines(
+        out,
+        r"built 2000 rows in [\d.]+ s: .*",
+        r"step +settings +before MiB +peak MiB +added +s",
+        *(rf"{step} +-{figures}" for step in steps),
+        rf'later +\{{"notes added": 10\}}{figures}',
+        r"recall@10 against exact search: \d+ real vectors, \d+ rows, 3 questions",
+        r"  - +recall@10 [\d.]+  query p50 [\d.]+ ms  built in [\d.]+ s",
+    )
+    report = json_line(out)
+    assert [step["step"] for step in report["steps"]] == [*steps, "later"]
+    assert all(step["peak_mib"] >= step["before_mib"] > 0 for step in report["steps"])
+    assert len(report["recall"]) == 1
+
+
 @dataclass(frozen=True)
 class Smoke:
     """How a benchmark's smoke run starts and what its output must show."""
@@ -234,6 +254,7 @@ SMOKE = {
     "incremental": Smoke(check_incremental, test_server=True),
     "kills": Smoke(check_kills, test_server=True),
     "scale": Smoke(check_scale, test_server=True),
+    "finalize_memory": Smoke(check_finalize_memory, ("--recall",)),
     "watch": Smoke(check_watch, test_server=True),
 }
 SMOKE_TESTED_ELSEWHERE = {"analysers": "tests/test_analysis.py"}

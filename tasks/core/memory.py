@@ -1,30 +1,54 @@
-"""Hand heap memory that native libraries have freed back to the operating system.
+"""Keep native libraries' heap memory bounded: freed pages go back to the operating system,
+threads share few heap arenas, and Lance reads few fragments ahead.
 
 torch, Arrow and Lance allocate and free large buffers of varying sizes for every batch;
 glibc keeps the freed pages in its arenas, so a long ingest run's RSS kept growing although
 nothing was retained (benchmarks/RESULTS.md, "Pipelining and memory", has the figures).
-`malloc_trim(0)` after each batch returns those pages. A no-op where the C library is not glibc.
+`malloc_trim(0)` after each batch returns those pages.
+
+The finalize's steps (compaction, the index builds) read the whole table. Measured apart on
+200,000 rows (benchmarks/finalize_memory.py; RESULTS.md, "Scale", "Memory"), compaction
+added about 615 MiB to the process: Lance reads many fragments ahead at once (its default
+follows its I/O parallelism), and glibc gives each of Lance's threads an arena of its own
+(up to eight per core), so blocks one thread frees are not reused by another. One fragment
+ahead and two arenas brought it to about 190 MiB. `bound_native_memory` sets both, once, before
+the process's first Lance scan (Lance reads its variable once).
+No-ops for the allocator where the C library is not glibc.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 from functools import cache
 from typing import Any
 
+M_ARENA_MAX = -8  # mallopt's parameter number for the arena cap (glibc's malloc.h)
+HEAP_ARENAS = 2  # arenas glibc may create from the cap on (threads then share them)
+READAHEAD_VARIABLE = "LANCE_DEFAULT_FRAGMENT_READAHEAD"
+FRAGMENT_READAHEAD = 1  # fragments a Lance scan reads ahead; the variable, when set, wins
+
 
 @cache
-def _malloc_trim() -> Any:
-    """glibc's malloc_trim, or None on another C library."""
+def _libc() -> Any:
+    """The C library, or None where it cannot be found."""
     name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    return getattr(ctypes.CDLL(name), "malloc_trim", None)
+    return None if name is None else ctypes.CDLL(name)
 
 
 def release_free_memory() -> None:
     """Return free heap pages to the OS (glibc only)."""
-    trim = _malloc_trim()
+    trim = getattr(_libc(), "malloc_trim", None)
     if trim is not None:
         trim(0)
+
+
+@cache
+def bound_native_memory() -> None:
+    """Cap glibc's heap arenas and Lance's fragment read-ahead, once per process; call it
+    before the first Lance scan (`Dataset` does)."""
+    os.environ.setdefault(READAHEAD_VARIABLE, str(FRAGMENT_READAHEAD))
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is not None:
+        mallopt(M_ARENA_MAX, HEAP_ARENAS)

@@ -23,6 +23,10 @@ INDEX_PREFIX = "vector_ivfsq_"  # + the number of rows it was trained on
 ANN_MIN_ROWS = 5_000
 NPROBES = 20
 REFINE_FACTOR = 5
+# Lance's defaults otherwise: a list per ~10,000 rows (4 lists at 40,000 rows, measured), trained
+# on 256 rows a list; the build's memory is the pass over every vector, not the training
+# sample (benchmarks/finalize_memory.py; RESULTS.md, "Scale", "Memory").
+VECTOR_INDEX = IvfSq(distance_type="cosine")
 
 
 def vector_index(table: Table) -> Any:
@@ -30,20 +34,19 @@ def vector_index(table: Table) -> Any:
     return next((i for i in table.list_indices() if VECTOR_COLUMN in i.columns), None)
 
 
-def refresh_vector_index(table: Table, min_rows: int = ANN_MIN_ROWS) -> bool:
-    """Build the vector index once the table reaches `min_rows`, retrain it when it has doubled.
+def refresh_vector_index(table: Table, min_rows: int | None = None) -> bool:
+    """Build the vector index once the table reaches `min_rows` (ANN_MIN_ROWS), retrain it
+    when it has doubled.
 
     Returns whether an index was (re)built.
     """
     rows = table.count_rows()
-    if rows < min_rows:
+    if rows < (ANN_MIN_ROWS if min_rows is None else min_rows):
         return False
     current = vector_index(table)
     if current is not None and _trained_rows(current.name) * 2 > rows:
         return False
-    table.create_index(
-        VECTOR_COLUMN, config=IvfSq(distance_type="cosine"), name=f"{INDEX_PREFIX}{rows}"
-    )
+    table.create_index(VECTOR_COLUMN, config=VECTOR_INDEX, name=f"{INDEX_PREFIX}{rows}")
     if current is not None:  # dropped after the new one exists, so readers always have one
         table.drop_index(current.name)
     return True

@@ -14,6 +14,7 @@ from lancedb.index import FTS
 from lancedb.table import Table
 
 from tasks.core import faults
+from tasks.core.memory import release_free_memory
 from tasks.dataset.ann import refresh_vector_index
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE, SEARCH_TEXT_COLUMN
@@ -54,10 +55,17 @@ def create_key_indexes(table: Table) -> None:
 
 
 def finalize(chunks: Table, documents: Table, run_tag: str) -> None:
-    """Full-text index, compaction, old-version cleanup, and `run_tag` on the version produced."""
+    """Full-text index, compaction, old-version cleanup, and `run_tag` on the version produced.
+
+    Each step's buffers are handed back to the OS before the next one starts, so the run's
+    peak is that of its largest step, not of the steps' sum (benchmarks/finalize_memory.py).
+    """
+    release_free_memory()  # the run's own freed buffers first
     if chunks.count_rows() > 0 and SEARCH_TEXT_COLUMN not in indexed_columns(chunks):
         chunks.create_index(SEARCH_TEXT_COLUMN, config=FULL_TEXT_INDEX)
-    refresh_vector_index(chunks)  # an ANN index once the table is big enough
+        release_free_memory()
+    if refresh_vector_index(chunks):  # an ANN index once the table is big enough
+        release_free_memory()
     faults.maybe_crash("index")  # indexes made, nothing compacted or tagged yet
     for table in (chunks, documents):
         tags = sorted(t for t in table.tags.list() if t.startswith(RUN_TAG_PREFIX))
@@ -67,6 +75,7 @@ def finalize(chunks: Table, documents: Table, run_tag: str) -> None:
         # second pass has nothing to compact, so its cutoff lands right before the oldest
         # tagged version.
         table.optimize(cleanup_older_than=_cleanup_age(table, margin=timedelta(hours=1)))
+        release_free_memory()
         faults.maybe_crash("compact")  # 1st: chunks compacted, untagged; 2nd: the documents
         _clean_up_to_oldest_tag(table)
         table.tags.create(run_tag, table.version)
