@@ -18,8 +18,8 @@ date), the cleanup of old versions. Each prints its process's RSS before the ste
 process on a fresh copy, as the ingest runs it, and a later run's finalize on that copy (1%
 more notes written first, not measured). `--vector` and `--fts` add runs of that one index
 build with other settings, each on a fresh copy (JSON of IvfSq or FTS fields, e.g.
---vector '{"sample_rate": 64}'); with `--variants-only` they are all that runs. The steps
-open the dataset through `Dataset`, so they run under tasks.core.memory's bounds; set
+--vector '{"sample_rate": 64}'); with `--variants-only` they are all that runs. Every
+process sets tasks.core.memory's bounds first, as an ingest run does; set
 LANCE_DEFAULT_FRAGMENT_READAHEAD to try another read-ahead.
 
 `--recall` also measures the vector index's recall@10 against exact search, for the code's
@@ -53,7 +53,7 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.scale import HASH_MODEL, NOTE_CHARS, SAMPLE_MD, SHARED_MD, paragraphs
-from tasks.core.memory import release_free_memory
+from tasks.core.memory import bound_native_memory, release_free_memory
 from tasks.core.records import Chunk, Document, SourceFile, chunk_id, sha256_hex
 from tasks.dataset import ann, upkeep
 from tasks.dataset.dataset import Dataset
@@ -300,6 +300,7 @@ def main() -> int:
     parser.add_argument("--uri", help=argparse.SUPPRESS)
     parser.add_argument("--settings", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    bound_native_memory()  # as the ingest flow does, before the first Lance scan
     if args.step:
         print(json.dumps(run_step(args.uri, args.step, json.loads(args.settings))))
         return 0

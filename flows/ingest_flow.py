@@ -25,6 +25,7 @@ from flows.cli import exit_status
 from flows.gate import GateQuestions, check_gate
 from flows.runners import RunnerSettings, make_task_runner, parallel_batches
 from flows.temporary_server import TemporaryServer
+from tasks.core.memory import bound_native_memory
 from tasks.core.options import add_options, flow_parameters, parse_options
 from tasks.core.reasons import Reason
 from tasks.dataset.dataset import Dataset
@@ -63,6 +64,7 @@ def ingest(settings: IngestSettings) -> State[Any]:
     """
     logger = get_run_logger()
     started = time.perf_counter()
+    bound_native_memory()  # before the run's first Lance scan: the writer's memory stays flat
     settings = resolve_auto_model(settings)  # a no-op when main() has resolved it
     summary = IngestSummary(index_uri=settings.index_uri)
     model, split = model_info(settings.model), settings.narrow(SplitSettings)

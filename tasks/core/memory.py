@@ -47,7 +47,8 @@ def release_free_memory() -> None:
 @cache
 def bound_native_memory() -> None:
     """Cap glibc's heap arenas and Lance's fragment read-ahead, once per process; call it
-    before the first Lance scan (`Dataset` does)."""
+    before the first Lance scan. The ingest flow does, for the writer's sake; searches are
+    left with Lance's defaults (their speed under these bounds is not measured)."""
     os.environ.setdefault(READAHEAD_VARIABLE, str(FRAGMENT_READAHEAD))
     mallopt = getattr(_libc(), "mallopt", None)
     if mallopt is not None:

@@ -24,7 +24,6 @@ import numpy as np
 from lancedb.table import Table
 
 from tasks.core import faults
-from tasks.core.memory import bound_native_memory
 from tasks.core.records import Chunk, Document, LedgerEntry, SourceFile
 from tasks.dataset import chunk_store, ledger, upkeep
 from tasks.dataset.location import DatasetError, connect
@@ -51,7 +50,6 @@ class Dataset:
     """
 
     def __init__(self, uri: str, consistency: timedelta | None = None):
-        bound_native_memory()  # before this process's first Lance scan (tasks.core.memory)
         self.uri = uri
         self._consistency = consistency
         self._follows_writers = consistency is not None
