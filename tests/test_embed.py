@@ -441,7 +441,7 @@ def test_preparation_from_scratch_works_offline(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert attempts.read_text("utf-8") == ""
     files = sorted(p.name for p in cache.rglob("*") if p.is_file())
-    assert files == ["digests.json", "model-int8-token-r1.onnx", "model.onnx"], files
+    assert files == ["digests.json", "model-int8-token-r2.onnx", "model.onnx"], files
     assert "prepared in" in result.stdout
     again = run_module("tasks.embed.prepare", env=env)
     assert again.stdout.count("already prepared") == 2, again.stdout
