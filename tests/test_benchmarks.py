@@ -88,8 +88,8 @@ def check_embedders(out: str) -> None:
     assert_lines(
         out,
         r"16 chunks of .*data/sample/rust-book",
-        r"multilingual: SentencePiece pieces +[\d.]+ CPU s",
-        r"English: onnxruntime passes +[\d.]+ CPU s",
+        r"multilingual: SentencePiece pieces +[\d.]+ CPU s +[\d.]+%",
+        r"English: onnxruntime passes +[\d.]+ CPU s +[\d.]+%",
         *(
             rf"{re.escape(label)} +[\d.]+ chunks/s +[\d.]+ CPU ms/chunk"
             for label in [*specs, token]
