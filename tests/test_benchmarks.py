@@ -81,13 +81,19 @@ def check_query(out: str) -> None:
 
 
 def check_embedders(out: str) -> None:
-    """Every backend, and the per-token one with 2 worker threads, encodes the chunks."""
+    """The default's parts are timed; every backend, and the per-token one with 2 worker
+    threads, encodes the chunks."""
     token = f"onnx-int8-token:{BUNDLED_MODEL} workers=2"
     specs = [DEFAULT_MODEL, BUNDLED_MODEL, f"onnx:{BUNDLED_MODEL}", f"onnx-int8:{BUNDLED_MODEL}"]
     assert_lines(
         out,
         r"16 chunks of .*data/sample/rust-book",
-        *(rf"{re.escape(label)} +[\d.]+ chunks/s" for label in [*specs, token]),
+        r"multilingual: SentencePiece pieces +[\d.]+ CPU s +[\d.]+%",
+        r"English: onnxruntime passes +[\d.]+ CPU s +[\d.]+%",
+        *(
+            rf"{re.escape(label)} +[\d.]+ chunks/s +[\d.]+ CPU ms/chunk"
+            for label in [*specs, token]
+        ),
     )
     assert set(json_line(out)) == {*specs, token}
 
@@ -245,7 +251,7 @@ class Smoke:
 SMOKE = {
     "startup": Smoke(check_startup, test_server=True),
     "ingest": Smoke(check_ingest, test_server=True),
-    "embedders": Smoke(check_embedders),
+    "embedders": Smoke(check_embedders, ("--parts",)),
     "query": Smoke(check_query, ("--sweep",)),
     "quality": Smoke(
         check_quality, ("--tune",), test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")

