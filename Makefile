@@ -32,7 +32,7 @@ lint: install
 
 # The whole suite: lint, then every test (real model, real Prefect, real LanceDB).
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=30
 
 # The quick loop while changing code: no model, no Prefect server (about a minute).
 test-fast: install
