@@ -42,7 +42,12 @@ SERVER_ENV = {  # what Prefect sets for its temporary server: no UI, an ephemera
     "PREFECT__SERVER_EPHEMERAL": "1",
     "PREFECT__SERVER_FINAL": "1",
 }
-OUR_SERVER_ENV = {"PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false"}  # see the module doc
+# see the module doc; left out where the user set it under either of its names
+OUR_SERVER_ENV = {"PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false"}
+REGISTER_BLOCKS = {
+    "PREFECT_SERVER_REGISTER_BLOCKS_ON_START",
+    "PREFECT_API_BLOCKS_REGISTER_ON_START",
+}
 STARTUP_FAILURE = 3  # uvicorn's exit status when it cannot start, e.g. the port is taken
 SEEDS = Path(__file__).resolve().parents[1] / ".cache" / "prefect"
 # settings that move Prefect's database away from `prefect.db` in its home
@@ -149,7 +154,8 @@ class TemporaryServer:
 
     def _launch(self) -> subprocess.Popen[bytes]:
         print(f"Starting temporary Prefect server on {self.address}", file=sys.stderr)
-        env = {**OUR_SERVER_ENV, **os.environ, **SERVER_ENV}  # the user's settings win over ours
+        ours = {} if REGISTER_BLOCKS & user_settings(Path.cwd()).keys() else OUR_SERVER_ENV
+        env = {**os.environ, **ours, **SERVER_ENV}
         process = subprocess.Popen(uvicorn_command(self.port), env=env)
         os.environ["PREFECT_API_URL"] = f"{self.address}/api"
         return process

@@ -130,3 +130,21 @@ def test_no_seed_where_the_user_configured_a_database(monkeypatch, tmp_path):
     assert temporary_server.default_database() == tmp_path / "home" / "prefect.db"
     monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql+asyncpg://db/prefect")
     assert temporary_server.default_database() is None
+
+
+def test_block_types_are_left_unregistered_unless_the_user_says_otherwise(monkeypatch, tmp_path):
+    """Registration is off on the server, except where the user's own settings name it (here
+    a prefect.toml of the working directory)."""
+    launched: list[dict[str, str]] = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(subprocess, "Popen", lambda command, env: launched.append(env))
+    monkeypatch.setenv("PREFECT_API_URL", "http://unused/api")  # _launch points it at the server
+    for name in temporary_server.REGISTER_BLOCKS:
+        monkeypatch.delenv(name, raising=False)
+    server = temporary_server.TemporaryServer.__new__(temporary_server.TemporaryServer)
+    server.port = 1
+    server._launch()
+    (tmp_path / "prefect.toml").write_text("[server]\nregister_blocks_on_start = true\n")
+    server._launch()
+    assert launched[0]["PREFECT_SERVER_REGISTER_BLOCKS_ON_START"] == "false"
+    assert "PREFECT_SERVER_REGISTER_BLOCKS_ON_START" not in launched[1]
