@@ -53,8 +53,9 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.scale import HASH_MODEL, NOTE_CHARS, SAMPLE_MD, SHARED_MD, paragraphs
+from benchmarks.support.rows import document_chunks
 from tasks.core.memory import bound_native_memory, release_free_memory
-from tasks.core.records import Chunk, Document, SourceFile, chunk_id, sha256_hex
+from tasks.core.records import Chunk, Document, SourceFile, sha256_hex
 from tasks.dataset import ann, upkeep
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN, Fingerprint
@@ -107,23 +108,7 @@ def note_rows(texts: list[str], first: int, count: int) -> tuple[list[Document],
         pieces = ["\n\n".join(parts[:half]), "\n\n".join(parts[half:]) or parts[-1]]
         doc_id = f"{k // 1000:03d}/note-{k:06d}.md"
         body = "\n\n".join(parts)
-        offset = 0
-        for index, text in enumerate(pieces):
-            chunks.append(
-                Chunk(
-                    chunk_id=chunk_id(doc_id, index, len(pieces)),
-                    doc_id=doc_id,
-                    chunk_index=index,
-                    chunk_count=len(pieces),
-                    text=text,
-                    char_start=offset,
-                    char_end=offset + len(text),
-                    section=f"Note {k}",
-                    heading_level=1,
-                    page_number=None,
-                )
-            )
-            offset += len(text) + 2
+        chunks += document_chunks(doc_id, pieces, [f"Note {k}"] * len(pieces))
         source = SourceFile(
             doc_id, f"/notes/{doc_id}", len(body.encode()), 0, sha256_hex(body), "text/markdown"
         )

@@ -58,7 +58,8 @@ os.environ["PREFECT_HOME"] = str(WORK / "prefect")
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tasks.core.records import Chunk, Document, SourceFile, chunk_id, sha256_hex  # noqa: E402
+from benchmarks.support.rows import document_chunks  # noqa: E402
+from tasks.core.records import Chunk, Document, SourceFile, sha256_hex  # noqa: E402
 from tasks.dataset.ann import ANN_MIN_ROWS, NPROBES, REFINE_FACTOR, refresh_vector_index  # noqa: E402
 from tasks.dataset.chunk_store import matching_rows  # noqa: E402
 from tasks.dataset.dataset import Dataset  # noqa: E402
@@ -238,23 +239,8 @@ def synthetic_rows(
     for first in range(0, len(source), CHUNKS_PER_DOC):
         doc_id = f"synthetic/{first // CHUNKS_PER_DOC:06d}.md"
         parts = [stretch(texts[i], rng) for i in source[first : first + CHUNKS_PER_DOC]]
-        offset = 0
-        for index, (text, i) in enumerate(zip(parts, source[first:], strict=False)):
-            chunks.append(
-                Chunk(
-                    chunk_id=chunk_id(doc_id, index, len(parts)),
-                    doc_id=doc_id,
-                    chunk_index=index,
-                    chunk_count=len(parts),
-                    text=text,
-                    char_start=offset,
-                    char_end=offset + len(text),
-                    section=f"Passage {i}",
-                    heading_level=1,
-                    page_number=None,
-                )
-            )
-            offset += len(text) + 2
+        sections = [f"Passage {i}" for i in source[first : first + len(parts)]]
+        chunks += document_chunks(doc_id, parts, sections)
         body = "\n\n".join(parts)
         source_file = SourceFile(
             doc_id, f"/corpus/{doc_id}", len(body.encode()), 0, sha256_hex(body), "text/markdown"
