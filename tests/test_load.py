@@ -198,3 +198,26 @@ def _blocks_of(path: Path) -> list:
     from tasks.ingest.readers.text import read_text
 
     return read_text(path.read_bytes(), "md" if path.suffix == ".md" else "html")
+
+
+def test_parsers_get_every_core_beside_a_model_that_leaves_them_idle(monkeypatch):
+    from tasks.core.cores import usable_cores
+    from tasks.embed.models import model_info
+    from tasks.ingest.parse_worker import WORKERS_ENV, ParserPool
+
+    monkeypatch.delenv(WORKERS_ENV, raising=False)
+    cores = usable_cores()
+    assert not model_info("hash:8").busy_cores
+    assert model_info("onnx-int8-token:all-MiniLM-L6-v2").busy_cores
+    pool = ParserPool()
+    pool.serve_model(busy_cores=False)
+    assert len(pool.workers()) == cores, "the hash embedder leaves the cores to the parsers"
+    pool.serve_model(busy_cores=True)
+    assert len(pool.workers()) == cores, "made once: a later call changes nothing"
+    beside_a_model = ParserPool()
+    beside_a_model.serve_model(busy_cores=True)
+    assert len(beside_a_model.workers()) == max(1, cores // 2)
+    monkeypatch.setenv(WORKERS_ENV, "3")
+    configured = ParserPool()
+    configured.serve_model(busy_cores=False)
+    assert len(configured.workers()) == 3, "the environment variable wins"

@@ -32,6 +32,9 @@ class ModelInfo:
     # Whether questions and texts in other languages than English share its vector space
     # (not recorded: it follows from the model id; hybrid mode weighs the lists by it).
     multilingual: bool = False
+    # Whether its forward passes keep this machine's cores busy (not recorded). False for the
+    # hash embedder: then parsing is what a run waits for, and it gets every core.
+    busy_cores: bool = True
 
 
 class Embedder(Protocol):

@@ -12,7 +12,7 @@ HASH_MAX_TOKENS = 256
 
 
 def hash_model_info(dimension: int) -> ModelInfo:
-    return ModelInfo(f"hash:{dimension}", dimension, HASH_MAX_TOKENS)
+    return ModelInfo(f"hash:{dimension}", dimension, HASH_MAX_TOKENS, busy_cores=False)
 
 
 class HashEmbedder:

@@ -105,12 +105,14 @@ def _receive(process: subprocess.Popen[bytes], timeout: float) -> Any:
 WORKERS_ENV = "DOC_INDEXER_PARSE_WORKERS"
 
 
-def default_parse_workers() -> int:
+def default_parse_workers(model_busy_cores: bool = True) -> int:
     """Parser processes: $DOC_INDEXER_PARSE_WORKERS, else one per two cores this process may
-    use. The model shares the cores with the parsers: on two cores a second parser made the
-    default model's run of the Rust book 3.7 s slower (benchmarks/RESULTS.md, "Scale"), while
-    without a model (the hash embedder, a GPU) parsing is what a run waits for."""
-    return workers_from_env(WORKERS_ENV, max(1, usable_cores() // 2))
+    use beside a model that keeps the cores busy, one per core beside one that does not (the
+    hash embedder). The model shares the cores with the parsers: on two cores a second parser
+    made the default model's run of the Rust book 3.7 s slower (benchmarks/RESULTS.md,
+    "Scale"), while without a model parsing is what a run waits for."""
+    cores = usable_cores()
+    return workers_from_env(WORKERS_ENV, max(1, cores // 2) if model_busy_cores else cores)
 
 
 class ParserPool:
@@ -125,17 +127,24 @@ class ParserPool:
 
     def __init__(self, size: int | None = None) -> None:
         self._size = size
+        self._model_busy_cores = True  # see `serve_model`
         self._lock = threading.Lock()
         self._workers: list[ParseWorker] = []
         self._idle: queue.SimpleQueue[ParseWorker] = queue.SimpleQueue()
         self._serving = 0  # workers put in service so far
         self._joining = False  # the others are being started
 
+    def serve_model(self, busy_cores: bool) -> None:
+        """Size the pool for a run's model (`ModelInfo.busy_cores`), unless its workers are
+        made already or its size was given."""
+        with self._lock:
+            self._model_busy_cores = busy_cores
+
     def workers(self) -> list[ParseWorker]:
         """The pool's workers, made on the first call; the first one in service at once."""
         with self._lock:
             if not self._workers:
-                count = self._size or default_parse_workers()
+                count = self._size or default_parse_workers(self._model_busy_cores)
                 self._workers = [ParseWorker() for _ in range(count)]
                 self._idle.put(self._workers[0])
                 self._serving = 1

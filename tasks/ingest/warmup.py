@@ -68,6 +68,7 @@ def _warm_up(settings: IngestSettings) -> None:
         target=_quietly, args=(lambda: get_embedder(settings.model),), daemon=True
     )
     model.start()
+    PARSERS.serve_model(model_info(settings.model).busy_cores)
     PARSERS.start()
 
 
