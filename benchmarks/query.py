@@ -19,7 +19,9 @@ questions, English and Chinese in turn.
 
 Reports, per size: p50/p95 of a whole query (embedding included, on one torch thread as in
 the service, see tasks.embed.models.prefer_latency) per mode in-process and over HTTP (`--serve` in
-a subprocess, one keep-alive connection); the throughput of a batch in the default mode
+a subprocess, one keep-alive connection), in-process both as the service searches (the vectors
+kept in memory, tasks/search/kept_chunks.py) and as a single question does (LanceDB's vector
+search); the throughput of a batch in the default mode
 (`Searcher.search_many` on one warm Searcher, as `flows.query --queries-file` runs): the
 questions of `--queries-file` (one a line, or JSON Lines with a "query" or a "text"), else
 the benchmark's; vector search alone with the index and as an exact scan; recall@10 of the
@@ -38,7 +40,6 @@ SMOKE_QUESTIONS, one size of SMOKE_ROWS rows (and a sweep of SMOKE_SWEEP_ROWS wi
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import io
 import json
@@ -154,16 +155,14 @@ def steps(searcher: Searcher, questions: list[str]) -> str:
     text_columns = [*scope.columns, SEARCH_TEXT_COLUMN]
 
     def vector_list(q: str) -> list:
-        return query_loop.run(scope.vector_hits(vectors[q], depth))
+        return scope.start_vector_hits(vectors[q], depth).result()
 
     def text_list(q: str) -> list:
         return query_loop.run(matching_rows(scope.table, q, text_columns, None, depth))
 
-    async def both(q: str) -> list:
-        return await asyncio.gather(
-            scope.vector_hits(vectors[q], depth),
-            matching_rows(scope.table, q, text_columns, None, depth),
-        )
+    def both(q: str) -> list:
+        text = query_loop.submit(matching_rows(scope.table, q, text_columns, None, depth))
+        return [vector_list(q), text.result()]
 
     def rescoring(q: str) -> float:
         assert isinstance(embedder, CrossScriptRescorer)
@@ -177,7 +176,7 @@ def steps(searcher: Searcher, questions: list[str]) -> str:
         ("question embedding", timed(lambda q: embedder.encode([q]), questions)),
         (f"vector list ({depth} hits)", timed(vector_list, questions)),
         (f"full-text list ({depth} hits)", timed(text_list, questions)),
-        ("both lists, one round trip", timed(lambda q: query_loop.run(both(q)), questions)),
+        ("both lists, side by side", timed(both, questions)),
     ]
     if isinstance(embedder, CrossScriptRescorer):
         rows.append(("cross-script re-scoring", [rescoring(q) for q in questions]))
@@ -406,18 +405,30 @@ def main() -> int:
     for rows in sizes:
         uri = str(WORK / f"index-{rows}")
         seconds = build(uri, rows, base, texts, fp, rng)
-        searcher = Searcher(Dataset(uri))
+        # As the service and batches search (the vectors kept in memory), and as a single
+        # question does (LanceDB's vector search).
+        searcher = Searcher(Dataset(uri), keep_vectors=True)
+        start = time.perf_counter()
+        kept = searcher.kept_chunks()
+        kept_s = time.perf_counter() - start
+        lancedb_searcher = Searcher(Dataset(uri))
         indexed = "vector" in searcher.indexed_columns()
         print(
             f"\n{rows} chunks (written and finalized in {seconds:.1f} s; "
-            f"vector index: {'yes' if indexed else 'no'})"
+            f"vector index: {'yes' if indexed else 'no'}; vectors kept in memory: "
+            f"{'yes' if kept is not None and kept.kept else 'no'}, "
+            f"read in {kept_s:.2f} s)"
         )
-        entry = {"vector_index": indexed, "in_process": {}, "http": {}}
-        for mode in MODES:
-            params = SearchParams(k=10, mode=mode)
-            result = timed(lambda q, p=params, s=searcher: s.search(q, p), questions)
-            entry["in_process"][mode] = float(np.median(result) * 1000)
-            print(f"  in-process {mode:<6} {percentiles(result)}")
+        entry = {"vector_index": indexed, "in_process": {}, "in_process_lancedb": {}, "http": {}}
+        for key, label, warm in (
+            ("in_process", "in-process", searcher),
+            ("in_process_lancedb", "in-process, LanceDB vector lists", lancedb_searcher),
+        ):
+            for mode in MODES if key == "in_process" else ("vector", "hybrid"):
+                params = SearchParams(k=10, mode=mode)
+                result = timed(lambda q, p=params, s=warm: s.search(q, p), questions)
+                entry[key][mode] = float(np.median(result) * 1000)
+                print(f"  {label} {mode:<6} {percentiles(result)}")
         batch = read_questions(args.queries_file) if args.queries_file else questions
         entry["batch_questions_per_s"] = batch_rate(searcher, batch)
         print(
@@ -430,7 +441,13 @@ def main() -> int:
         ann = timed(lambda v, s=searcher: s.nearest(v, None, 10), probes)
         exact = timed(lambda v, s=searcher: exact_scan(s, v), probes)
         entry["recall@10"] = recall_at_10(searcher, probes)
-        print(f"  vector search alone: as queried {percentiles(ann)} | exact {percentiles(exact)}")
+        print(
+            f"  vector search alone: LanceDB as queried {percentiles(ann)} | LanceDB exact "
+            f"{percentiles(exact)}"
+        )
+        if kept is not None and kept.kept:
+            in_memory = timed(lambda v, k=kept: k.nearest(v, 10), probes)
+            print(f"  vector search alone: kept in memory {percentiles(in_memory)}")
         print(f"  recall@10 against exact search: {entry['recall@10']:.3f}")
         if not args.no_http:
             process, base_url = serve(uri)

@@ -285,7 +285,7 @@ def _run_batch(
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    searcher = Searcher(Dataset(index_uri))
+    searcher = Searcher(Dataset(index_uri), keep_vectors=True)  # many questions
     params = params.model_copy(update={"mode": searcher.resolve_mode(params.mode)})
     texts = [q.query for q in queries]
     if record:

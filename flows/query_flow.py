@@ -24,8 +24,9 @@ HITS_KEY = "query-hits"
 
 
 def search_texts(index_uri: str, texts: list[str], params: SearchParams) -> list[list[Hit]]:
-    """Open the dataset and its model once, then search for every text."""
-    return Searcher(Dataset(index_uri)).search_many(texts, params)
+    """Open the dataset and its model once, then search for every text (keeping the vectors
+    in memory for a batch of them)."""
+    return Searcher(Dataset(index_uri), keep_vectors=len(texts) > 1).search_many(texts, params)
 
 
 search_task = task(name="search", retries=1, cache_policy=NO_CACHE)(search_texts)

@@ -301,10 +301,11 @@ def serve(index_uri: str, settings: ServiceSettings, reranker: str | None = None
     cross-encoder that re-ranks (loaded, or refused with a RerankerError, before serving)."""
     import uvicorn
 
-    searcher = Searcher(Dataset(index_uri, consistency=REFRESH))
+    searcher = Searcher(Dataset(index_uri, consistency=REFRESH), keep_vectors=True)
     if reranker:
         cross_encoder(reranker)  # load (or refuse) the cross-encoder before the first request
     searcher.embedder()  # likewise the model
+    searcher.kept_chunks()  # and the vectors it ranks in memory
     prefer_latency()
     _log_to_stderr()
     reranking = f", re-ranking with {reranker}" if reranker else ""

@@ -69,10 +69,16 @@ def check_query(out: str) -> None:
         r"loaded, split and embedded \d+ passages and 4 questions in .*",
         rf"sweep +200 rows: exact {times} \| IVF_SQ {times} recall@10 [\d.]+ \(built in .*\)",
         rf"sweep +400 rows: exact {times} \| IVF_SQ {times} recall@10 [\d.]+ \(built in .*\)",
-        r"400 chunks \(written and finalized in [\d.]+ s; vector index: no\)",
+        r"400 chunks \(written and finalized in [\d.]+ s; vector index: no; vectors kept in "
+        r"memory: yes, read in [\d.]+ s\)",
         *(rf"  in-process {mode:<6} {times}" for mode in MODES),
+        *(
+            rf"  in-process, LanceDB vector lists {mode:<6} {times}"
+            for mode in ("vector", "hybrid")
+        ),
         *(rf"  http       {mode:<6} {times}" for mode in MODES),
-        rf"  vector search alone: as queried {times} \| exact {times}",
+        rf"  vector search alone: LanceDB as queried {times} \| LanceDB exact {times}",
+        rf"  vector search alone: kept in memory {times}",
         r"  recall@10 against exact search: 1\.000",  # no index at 400 rows: exact both ways
     )
     report = json_line(out)["sizes"]["400"]

@@ -336,14 +336,16 @@ def test_per_doc_fetches_more_until_k_documents_show(tmp_path):
     assert best_per_doc(plain) == plain[:1]
 
 
-def test_a_searcher_that_follows_writers_sees_each_new_version(tmp_path):
+@pytest.mark.parametrize("keep_vectors", [False, True], ids=["lancedb-vectors", "kept-vectors"])
+def test_a_searcher_that_follows_writers_sees_each_new_version(tmp_path, keep_vectors):
     """A warm searcher on a dataset opened with a consistency interval (as the service opens
     it) finds rows committed after its first searches, in every mode, and loses deleted
-    ones; one opened without keeps the version it first read."""
+    ones; one opened without keeps the version it first read. Also where the searcher keeps
+    the vectors in memory (as the service does): it reads them again for each version."""
     uri = str(tmp_path / "index")
     build_index(uri, [document("old.md", [("Old", "alpha beta gamma")])])
-    following = Searcher(Dataset(uri, consistency=timedelta(0)))
-    pinned = Searcher(Dataset(uri))
+    following = Searcher(Dataset(uri, consistency=timedelta(0)), keep_vectors=keep_vectors)
+    pinned = Searcher(Dataset(uri), keep_vectors=keep_vectors)
     for searcher in (following, pinned):
         for mode in MODES:
             hits = searcher.search("zebra crossing", SearchParams(k=5, mode=mode))
@@ -355,6 +357,9 @@ def test_a_searcher_that_follows_writers_sees_each_new_version(tmp_path):
         EMBEDDER.encode([chunk.text for chunk in chunks]),
     )
     writer.finalize("run-test-2")
+    if keep_vectors:
+        kept = following.kept_chunks()
+        assert kept is not None and kept.kept and kept.columns.num_rows == 2
     for mode in MODES:
         hits = following.search("zebra crossing", SearchParams(k=5, mode=mode))
         assert hits[0].doc_id == "new.md", mode
@@ -627,3 +632,22 @@ def test_the_flow_can_publish_its_hits_as_an_artifact(real_index):
         key = ArtifactFilter(key=ArtifactFilterKey(any_=["query-hits"]))
         artifacts = client.read_artifacts(artifact_filter=key)
     assert artifacts and "guide/install.md" in json.dumps(artifacts[-1].data)
+
+
+def test_a_table_too_large_to_keep_is_searched_by_lancedb(tmp_path, monkeypatch):
+    """Past KEPT_VECTORS_MAX_BYTES a searcher keeps no copy and its vector lists are
+    LanceDB's: the same hits as a searcher that keeps one."""
+    from tasks.search import kept_chunks
+
+    uri = str(tmp_path / "index")
+    build_index(uri, [document("a.md", [("A", "alpha beta"), ("B", "zebra crossing")])])
+    keeping = Searcher(Dataset(uri), keep_vectors=True)
+    params = SearchParams(k=5, mode="vector")
+    expected = keeping.search("zebra", params)
+    assert keeping.kept_chunks().kept
+    monkeypatch.setattr(kept_chunks, "KEPT_VECTORS_MAX_BYTES", 100)
+    too_large = Searcher(Dataset(uri), keep_vectors=True)
+    assert too_large.kept_chunks().kept is False
+    found = too_large.search("zebra", params)
+    assert [hit.chunk_id for hit in found] == [hit.chunk_id for hit in expected]
+    assert [hit.score for hit in found] == pytest.approx([hit.score for hit in expected], abs=1e-5)

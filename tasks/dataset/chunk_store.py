@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from lancedb.query import AsyncFTSQuery, AsyncVectorQuery, MatchQuery
 from lancedb.table import AsyncTable, LanceTable, Table
 
@@ -147,6 +148,16 @@ async def matching_rows(
     if where is not None:
         query = query.where(where)  # a prefilter: the async API's default
     return await query.to_list()
+
+
+async def every_row(table: AsyncTable, columns: list[str]) -> tuple[int, pa.Table]:
+    """(the table's version, `columns` of every row), all of one version: read again where a
+    writer committed during the read."""
+    while True:
+        version = await table.version()
+        rows = await table.query().select(columns).to_arrow()
+        if await table.version() == version:
+            return version, rows
 
 
 def _nearest_query(

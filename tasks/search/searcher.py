@@ -38,6 +38,7 @@ hybrid query's time goes"). The hits and scores are those of a plain sequential 
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cache
@@ -56,6 +57,7 @@ from tasks.search.context import with_context
 from tasks.search.filters import search_filter
 from tasks.search.fusion import Fusion, best_per_doc, fusion_for, term_coverage
 from tasks.search.hits import HIT_COLUMNS, Hit
+from tasks.search.kept_chunks import KeptChunks
 from tasks.search.params import Mode, SearchParams
 from tasks.search.rerank import PairScorer, cross_encoder, rerank
 from tasks.text import analysis
@@ -96,13 +98,20 @@ class Searcher:
     When the dataset was opened with a consistency interval, each query sees newer table
     versions, a rebuild with another model included: the model follows the fingerprint,
     which each search reads once.
+
+    `keep_vectors`: keep the table's vectors (and the hits' columns) in memory and rank
+    unfiltered vector lists there (tasks/search/kept_chunks.py), for a searcher that answers
+    many questions; the first search, or `kept_chunks`, reads them.
     """
 
-    def __init__(self, dataset: Dataset):
+    def __init__(self, dataset: Dataset, keep_vectors: bool = False):
         dataset.fingerprint  # noqa: B018 - a clear DatasetError for a missing or old dataset
         self.dataset = dataset
         self._indexed: tuple[int, set[str]] = (-1, set())
         self._hit_columns: list[str] = HIT_COLUMNS
+        self._keep_vectors = keep_vectors
+        self._kept: KeptChunks | None = None
+        self._kept_lock = threading.Lock()
 
     def embedder(self) -> Embedder:
         """The encoder of the dataset's model for questions, loaded once per process (torch-free
@@ -168,6 +177,24 @@ class Searcher:
             )
         return mode
 
+    def kept_chunks(self) -> KeptChunks | None:
+        """The chunks kept in memory, read again if the table has moved to a new version
+        since; None where the searcher keeps none."""
+        self.indexed_columns()  # reads the table's version and hit columns
+        return self._kept_chunks()
+
+    def _kept_chunks(self) -> KeptChunks | None:
+        """`kept_chunks` as of the version `indexed_columns` read last (each search reads it
+        first, when it resolves its mode)."""
+        if not self._keep_vectors:
+            return None
+        version = self._indexed[0]
+        with self._kept_lock:
+            if self._kept is None or self._kept.version != version:
+                table = async_table(self.dataset.chunks)
+                self._kept = query_loop.run(KeptChunks.read(table, version, self.hit_columns()))
+            return self._kept
+
     def nearest(self, vector: np.ndarray, where: str | None, limit: int) -> list[Hit]:
         """The `limit` chunks nearest to `vector`, scored by cosine similarity alone (no
         re-scoring): what the vector list starts from."""
@@ -217,8 +244,7 @@ class Searcher:
                     lists.text = self._start_text_list(scope, texts[i], text_depth, floor)
             for i in ahead:
                 if mode != "fts":
-                    work = scope.vector_hits(vector_of(i), vector_depth)
-                    started[i].vector = query_loop.submit(work)
+                    started[i].vector = scope.start_vector_hits(vector_of(i), vector_depth)
 
         try:
             start(0, LISTS_AHEAD)
@@ -239,7 +265,9 @@ class Searcher:
         follows writers is read again on each access)."""
         fp = self.dataset.fingerprint
         table = async_table(self.dataset.chunks)
-        return Scope(table, self.hit_columns(), self._embedder_for(fp), _fusion_of(fp.model), where)
+        kept = self._kept_chunks() if where is None else None
+        embedder, fusion = self._embedder_for(fp), _fusion_of(fp.model)
+        return Scope(table, self.hit_columns(), embedder, fusion, where, kept)
 
     def _search_one(
         self,
@@ -310,7 +338,7 @@ class Searcher:
         the list of `_vector_depth` hits, where it was started already."""
         rescorer = scope.embedder
         if started is None:
-            started = query_loop.submit(scope.vector_hits(vector, _vector_depth(rescorer, limit)))
+            started = scope.start_vector_hits(vector, _vector_depth(rescorer, limit))
         hits = _above(started.result(), min_score)
         if not isinstance(rescorer, CrossScriptRescorer):
             return hits
@@ -355,8 +383,19 @@ class Scope:
     embedder: Embedder
     fusion: Fusion
     where: str | None  # the search's prefilter
+    kept: KeptChunks | None = None  # the searcher's chunks in memory, for unfiltered lists
+
+    def start_vector_hits(self, vector: np.ndarray, limit: int) -> Future[list[Hit]]:
+        """The `limit` chunks nearest to `vector`: from the kept chunks at once where the
+        searcher keeps them (no filter), else a LanceDB search started on the query loop."""
+        if self.kept is not None and self.kept.kept and self.where is None:
+            done: Future[list[Hit]] = Future()
+            done.set_result(self.kept.nearest(vector, limit))
+            return done
+        return query_loop.submit(self.vector_hits(vector, limit))
 
     async def vector_hits(self, vector: np.ndarray, limit: int) -> list[Hit]:
+        """LanceDB's `limit` chunks nearest to `vector`."""
         return await _vector_hits(self.table, self.columns, self.where, vector, limit)
 
 
