@@ -8,7 +8,9 @@ embed the questions in one batch, search each list in turn, re-score the first v
 candidates across scripts, fuse, keep one hit per document, cut to k. Both run on the small
 corpus ingested with the default (dual, cross-script re-scoring) model, English and Chinese
 questions, every mode, with filters, per_doc and min_score; the hits must agree in every
-field, scores within 1e-6.
+field, scores within 1e-6. The searcher runs twice: as a single question uses it, and as the
+service and batches do, ranking its vector lists from the chunks it keeps in memory
+(tasks/search/kept_chunks.py; scores within 1e-5 there, see the test).
 """
 
 from __future__ import annotations
