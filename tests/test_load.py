@@ -15,7 +15,7 @@ from tasks.ingest.decode import decode_text
 from tasks.ingest.discover import discover
 from tasks.ingest.parse import load_document
 
-from .conftest import ROOT, SAMPLE, shared_path
+from .conftest import ROOT, SAMPLE, SHARED, shared_path
 from .document_files import make_eml, make_epub, make_odt, make_rtf
 from .office_files import MAKERS
 
@@ -221,3 +221,25 @@ def test_parsers_get_every_core_beside_a_model_that_leaves_them_idle(monkeypatch
     configured = ParserPool()
     configured.serve_model(busy_cores=False)
     assert len(configured.workers()) == 3, "the environment variable wins"
+
+
+def test_markdown_blocks_equal_those_of_unstructureds_partition_md():
+    """The kept Markdown converter (tasks/ingest/elements.py) gives the blocks partition_md
+    gives, file after file: nothing of one file (a link reference, a footnote) leaks into
+    the next. Every Markdown file of data/sample and ../shared/corpus/md, and edge cases."""
+    from unstructured.partition.md import partition_md
+
+    from tasks.ingest.elements import NO_LANGUAGE_DETECTION, elements_to_blocks, text_blocks
+
+    texts = ["", "   \n\t\n", "[ref]: https://example.org\n\nSee [it][ref].", "See [it][ref]."]
+    texts += ["# T\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```rust\nfn main() {}\n```\n"]
+    shared_md = SHARED / "corpus" / "md"  # where ../shared is present
+    folders = [SAMPLE, *([shared_md] if shared_md.is_dir() else [])]
+    files = sorted(p for folder in folders for p in folder.rglob("*.md"))
+    assert len(files) >= 10
+    texts += [p.read_text(encoding="utf-8", errors="replace") for p in files]
+    for text in texts:
+        expected = elements_to_blocks(partition_md(text=text, languages=NO_LANGUAGE_DETECTION))
+        assert text_blocks(text, "md") == expected, text[:200]
+    linked = text_blocks("See [it][ref].", "md")
+    assert "https://example.org" not in str(linked) and linked[0].text == "See [it][ref]."

@@ -315,12 +315,17 @@ def decode_text(data: bytes) -> str:
     return decode_bytes(data).text
 
 
+# Control characters other than tab, line feed, form feed and carriage return, and the
+# replacement character.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1f\ufffd]")
+
+
 def looks_binary(text: str) -> bool:
     """True when decoded 'text' is mostly control characters: a binary file with a text name."""
     sample = text[:4096]
     if not sample:
         return False
-    control = sum(1 for ch in sample if (ord(ch) < 32 and ch not in "\t\n\r\f") or ch == "\ufffd")
+    control = len(_CONTROL.findall(sample))
     return control / len(sample) > 0.05
 
 

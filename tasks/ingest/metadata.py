@@ -489,7 +489,7 @@ def detect_language(text: str) -> str | None:
     import pycld2
 
     sample = text[:LANGUAGE_SAMPLE]
-    if sum(ch.isalpha() for ch in sample) < LANGUAGE_MIN_LETTERS:
+    if not _has_letters(sample, LANGUAGE_MIN_LETTERS):
         return None
     group = language_group(sample)
     if group in _CJK_LANGUAGES:
@@ -502,6 +502,16 @@ def detect_language(text: str) -> str | None:
     if not reliable or code == "un" or percent < LANGUAGE_CONFIDENCE:
         return None
     return language_tag(code)
+
+
+def _has_letters(text: str, count: int) -> bool:
+    """Whether `text` holds at least `count` letters (stops counting there)."""
+    for ch in text:
+        if ch.isalpha():
+            count -= 1
+            if count <= 0:
+                return True
+    return count <= 0
 
 
 def with_language(metadata: Metadata, text: str) -> Metadata:
