@@ -8,7 +8,11 @@ import pytest
 
 from tasks.core.formats import BY_MIME, FORMATS, MIME_TYPES, TYPES
 from tasks.core.reasons import Reason
+from tasks.core.records import SourceFile
 from tasks.ingest import registry
+from tasks.ingest.errors import LoadError
+from tasks.ingest.parse import read_blocks
+from tasks.ingest.registry import ReadOptions
 from tasks.ingest.steps import LOAD_CACHE
 from tasks.search.params import SearchParams
 
@@ -71,8 +75,15 @@ def test_warm_up_runs_each_readers_warm_up_once(monkeypatch):
         for name, step in steps.items()
     }
     monkeypatch.setattr(registry, "readers", lambda: fake)
+    monkeypatch.setattr(registry, "_WARM", set())
+    registry.warm_up_readers(["md", "html"])  # a parser process starting: the text readers
+    assert calls == ["text"]
+    source = SourceFile("a.pdf", "/nowhere/a.pdf", 9, 0, "0" * 64, TYPES["pdf"])
+    with pytest.raises(LoadError):  # the real PDF reader refuses the bytes, once warm
+        read_blocks(source, b"not a pdf", ReadOptions())
+    assert calls == ["text", "pdf"], "the PDF reader warmed up on its first file"
     registry.warm_up_readers()
-    assert calls == ["text", "pdf"]
+    assert calls == ["text", "pdf"], "each warm-up once per process"
     assert all(
         reader.warm_up is not None
         for reader in real.values()

@@ -21,7 +21,7 @@ from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile, document_text, sha256_hex
 from tasks.ingest import metadata
 from tasks.ingest.errors import LoadError
-from tasks.ingest.registry import Reading, ReadOptions, reader_for, warm_up_readers
+from tasks.ingest.registry import Reading, ReadOptions, reader_for, warm_up_reader, warm_up_readers
 from tasks.ingest.unstructured_offline import install_unstructured_nlp, sentence_pipeline
 
 __all__ = ["ReadOptions", "load_document", "read_blocks", "warm_up"]
@@ -33,16 +33,23 @@ def read_blocks(source: SourceFile, data: bytes, options: ReadOptions) -> Readin
     reader = reader_for(source.mime_type)
     if reader is None:
         raise ValueError(f"no reader for MIME type {source.mime_type!r}")
+    warm_up_reader(reader)  # on this process's first file of the format, unless warm already
     return reader.read(source, data, options)
 
 
+# The formats whose readers a parser process warms up as it starts: the ones most folders
+# hold. The others (PDF: about 2 s of imports; Office) warm up on their first file.
+STARTUP_FORMATS = ("md", "html", "txt")
+
+
 def warm_up() -> None:
-    """Import every reader's parsers and build the sentence splitter now, not on the first file.
+    """Import the text readers' parsers and build the sentence splitter now, not on the first
+    file (see STARTUP_FORMATS).
 
     The OCR engine is built on the first page that needs it: most runs have none."""
     install_unstructured_nlp()
     sentence_pipeline()
-    warm_up_readers()
+    warm_up_readers(STARTUP_FORMATS)
     metadata.warm_up()
 
 

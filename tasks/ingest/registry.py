@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import PurePosixPath
@@ -142,13 +142,25 @@ def reader_for_name(file_name: str) -> Reader | None:
     return reader_for(mime) if mime else None
 
 
-def warm_up_readers() -> None:
-    """Run every reader's warm-up once (readers sharing one run it once)."""
-    done: set[Callable[[], None]] = set()
-    for reader in readers().values():
-        if reader.warm_up is not None and reader.warm_up not in done:
+_WARM: set[Callable[[], None]] = set()  # the warm-ups this process has run
+_WARM_LOCK = threading.Lock()
+
+
+def warm_up_reader(reader: Reader) -> None:
+    """Run `reader`'s warm-up unless this process has (readers sharing one run it once)."""
+    if reader.warm_up is None or reader.warm_up in _WARM:
+        return
+    with _WARM_LOCK:
+        if reader.warm_up not in _WARM:
             reader.warm_up()
-            done.add(reader.warm_up)
+            _WARM.add(reader.warm_up)
+
+
+def warm_up_readers(names: Collection[str] | None = None) -> None:
+    """Run the warm-up of every reader, or of the readers of the formats `names`."""
+    for reader in readers().values():
+        if names is None or reader.format.name in names:
+            warm_up_reader(reader)
 
 
 def reader_code() -> tuple[str, ...]:
