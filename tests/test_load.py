@@ -243,3 +243,34 @@ def test_markdown_blocks_equal_those_of_unstructureds_partition_md():
         assert text_blocks(text, "md") == expected, text[:200]
     linked = text_blocks("See [it][ref].", "md")
     assert "https://example.org" not in str(linked) and linked[0].text == "See [it][ref]."
+
+
+def test_a_parser_process_starts_without_torch_and_can_still_read_pdfs():
+    """spaCy's thinc would import torch (seconds of a parser's start) for layers the blank
+    sentence splitter never uses; it is hidden while spaCy imports, so a parser process that
+    only reads Markdown and HTML never loads it, and the PDF reader still imports it."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from tasks.ingest.discover import discover
+        from tasks.ingest.parse import load_document, warm_up
+        from tasks.ingest.unstructured_offline import check_pdf_support, sentence_pipeline
+
+        warm_up()
+        nlp = sentence_pipeline()
+        sentences = [s.text for s in nlp("Borrowing is checked. References are safe!").sents]
+        assert sentences == ["Borrowing is checked.", "References are safe!"], sentences
+        files = [s for s in discover({str(SAMPLE)!r}).files if s.doc_id.endswith((".md", ".html"))]
+        assert len(files) >= 10
+        assert all(load_document(s).status == "indexed" for s in files[:10])
+        assert "torch" not in sys.modules, "torch was imported"
+        check_pdf_support()
+        import torch
+        print("ok", torch.__version__)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("ok")

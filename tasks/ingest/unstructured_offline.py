@@ -17,6 +17,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -37,10 +40,28 @@ def narrative_or_not(text: str, *args: Any, **kwargs: Any) -> bool:
     return True
 
 
+@contextmanager
+def _torch_hidden() -> Iterator[None]:
+    """Imports inside see no torch (unless this process has imported it already)."""
+    if "torch" in sys.modules:
+        yield
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError
+    try:
+        yield
+    finally:
+        if sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
+
+
 @cache
 def install_unstructured_nlp() -> None:
     """Point unstructured's spaCy accessor at `sentence_pipeline` (no download, ever), and its
     HTML parser's narrative-text guess at `narrative_or_not`."""
+    # spaCy's thinc imports torch where it can, for layers a blank sentence splitter never
+    # uses: 1.3 s of a parser process's start. A PDF's readers still import torch when needed.
+    with _torch_hidden():
+        import spacy  # noqa: F401
     import unstructured.nlp.tokenize as unstructured_tokenize
 
     if not hasattr(unstructured_tokenize, "_get_nlp"):
