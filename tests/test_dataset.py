@@ -190,3 +190,49 @@ def test_source_glob_matches_exactly_what_fnmatch_matches(awkward_index, pattern
     }
     assert {hit.doc_id for hit in hits} == expected
     assert source_filter(pattern).count("(") >= 1
+
+
+def test_a_first_run_appends_and_a_retried_or_repeated_write_still_replaces(tmp_path, monkeypatch):
+    """On an empty table the chunks are appended (no merge), yet the rows stay those of a
+    replace: a document written twice, and a write retried after it failed between the
+    chunks and the ledger, leave each chunk once; a dataset prepared again on a table with
+    rows merges."""
+    from tasks.dataset import chunk_store, ledger
+
+    appended: list[bool] = []
+    replace_chunks = chunk_store.replace_chunks
+
+    def spy(*args, **kwargs):
+        appended.append(args[-1] if len(args) > 6 else kwargs.get("append", False))
+        return replace_chunks(*args, **kwargs)
+
+    monkeypatch.setattr(chunk_store, "replace_chunks", spy)
+    uri = str(tmp_path / "index")
+    dataset = prepared(uri)
+    a, b, c = (
+        document("a.md", "Alpha text."),
+        document("b.md", "Beta text."),
+        document("c.md", "C."),
+    )
+    write(dataset, a)
+    write(dataset, a, b)  # a again: merged
+    record = ledger.record
+    calls = {"n": 0}
+
+    def fail_once(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError("disk full")
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "record", fail_once)
+    with pytest.raises(OSError):
+        write(dataset, c)  # its chunks are committed, its ledger entry is not
+    write(dataset, c)  # the retry
+    assert appended == [True, False, True, False]
+    ids = [r["chunk_id"] for r in rows(uri)]
+    assert len(ids) == len(set(ids)) == 3
+    assert sorted(dataset.ledger()) == ["a.md", "b.md", "c.md"]
+    again = prepared(uri)
+    write(again, document("d.md", "Delta."))
+    assert appended[-1] is False, "a table with rows: merge"

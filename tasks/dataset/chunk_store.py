@@ -35,14 +35,19 @@ def replace_chunks(
     vectors: np.ndarray,
     fp: Fingerprint,
     at: datetime,
+    append: bool = False,
 ) -> None:
     """Give every document that did not fail exactly the chunks given, in one commit.
 
     One merge inserts and updates the new chunks and deletes the documents' other chunks. A
-    failed document is left out, so it keeps its previous chunks.
+    failed document is left out, so it keeps its previous chunks. `append`: the documents
+    have no chunks in the table yet, so the chunks are only added.
     """
     replaced = [doc.doc_id for doc in documents if doc.status != Status.FAILED]
-    if replaced:
+    if append:
+        if chunks:
+            table.add(chunk_rows(documents, chunks, vectors, fp, at))
+    elif replaced:
         (
             table.merge_insert("chunk_id")
             .when_matched_update_all()

@@ -56,6 +56,10 @@ class Dataset:
         self._connection: lancedb.DBConnection | None = None
         self._tables: dict[str, Table] = {}
         self._fingerprint: Fingerprint | None = None  # known once prepared or read
+        # Whether writes may append: the run started on an empty chunks table and no write
+        # has failed since; and the documents written since (see `write_batch`).
+        self._appending = False
+        self._written: set[str] = set()
 
     # -- the tables and how they were built -------------------------------------------------
 
@@ -134,6 +138,7 @@ class Dataset:
         for name in upkeep.KEY_INDEXES:
             upkeep.create_key_indexes(self._table(name))
         self._fingerprint = fp
+        self._appending, self._written = self.chunks.count_rows() == 0, set()
 
     def _refuse_another_fingerprint(self, fp: Fingerprint) -> None:
         stored = stored_fingerprint(self.chunks.schema)
@@ -206,13 +211,26 @@ class Dataset:
         in the same merge). A failed document keeps its previous chunks, so a bad re-index
         never removes the last good version. The ledger is written after the chunks, so it
         never claims chunks that are not in the table.
+
+        In a run that started on an empty chunks table (a first run, a rebuild), a document
+        has no chunks before its first write, so they are appended: a merge there joins the
+        batch with every row the run wrote before, and its memory grew with the table
+        (benchmarks/RESULTS.md, "Scale"). A batch with a document written before merges; a
+        write that fails part-way (then retried) and every write after it merge, as does a
+        run after a crash (its table is not empty).
         """
+        appending, self._appending = self._appending, False  # until this write is whole
+        doc_ids = {doc.doc_id for doc in documents}
         faults.maybe_fail("write")
         fp, at = self.fingerprint, now()
-        chunk_store.replace_chunks(self.chunks, documents, chunks, vectors, fp, at)
+        append = appending and self._written.isdisjoint(doc_ids)
+        chunk_store.replace_chunks(self.chunks, documents, chunks, vectors, fp, at, append)
         faults.maybe_crash("write")  # between the chunks commit and the ledger commit
         if documents:
             ledger.record(self.documents, documents, chunks, fp, at)
+        if appending:
+            self._written |= doc_ids
+            self._appending = True
 
     def record_failed(self, documents: list[Document]) -> None:
         """Mark documents failed in the ledger only; their old chunks stay searchable."""
