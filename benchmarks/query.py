@@ -46,6 +46,7 @@ import json
 import math
 import os
 import pstats
+import shutil
 import socket
 import subprocess
 import sys
@@ -471,4 +472,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)  # its datasets: hundreds of MiB at 100k
