@@ -154,17 +154,12 @@ def check_rerank(out: str) -> None:
 
 
 def check_startup(out: str) -> None:
-    """Every everyday command, without and with a Prefect server."""
-    with_server = ("query, default mode", "query, --mode fts", "ingest, no change")
+    """A plain command, one without and with a Prefect server, one from another folder."""
     rows = [
-        "floor: import prefect, lancedb",
-        "floor: import onnxruntime, tokenizers",
-        "query --help",
         "query --stats",
-        "query --sources",
-        *(f"{name}, no server" for name in with_server),
+        "query, --mode fts, no server",
         "query, default mode, no server, another folder",
-        *(f"{name}, server running" for name in with_server),
+        "query, --mode fts, server running",
     ]
     assert_lines(
         out,
@@ -175,28 +170,28 @@ def check_startup(out: str) -> None:
 
 
 def check_kills(out: str) -> None:
-    """Killed at each smoke point, resumed: the clean run's table and ledger, a clean audit."""
+    """Killed at the smoke's point, resumed: the clean run's table and ledger, a clean audit."""
     assert_lines(
         out,
         r"clean run: [\d.]+ s, .*",
         r"kill point +died +resume rc +audit +equal",
-        *(rf"{point} +True +0 +0 +True" for point in ("write:2", "delete:1", "compact:1")),
-        r"3 of 3 kill points ended as the clean run",
+        r"compact:1 +True +0 +0 +True",
+        r"1 of 1 kill points ended as the clean run",
     )
 
 
 def check_watch(out: str) -> None:
-    """Every edit found by a query, a burst applied whole, the idle watcher measured."""
+    """The edit found by a query, a burst applied whole, the idle watcher measured."""
     assert_lines(
         out,
         r"data/sample/rust-book: 12 files, model hash:64",
         r"reconcile at start: [\d.]+ s to the first run's end \(watch: run 1 \(reconcile\).*",
-        r"edit to search +median [\d.]+ s  p90 [\d.]+ s  max [\d.]+ s  over 3 edits",
+        r"edit to search +median [\d.]+ s  p90 [\d.]+ s  max [\d.]+ s  over 1 edits",
         r"burst +20 files: \d+ runs, all applied: True, .*",
-        r"idle CPU +watcher [\d.]+ %  process tree [\d.]+ %  over 2 s",
+        r"idle CPU +watcher [\d.]+ %  process tree [\d.]+ %  over 1 s",
     )
     report = json_line(out)
-    assert len(report["edit_s"]) == 3
+    assert len(report["edit_s"]) == 1
     assert report["burst"]["all_applied"] is True and report["burst"]["runs"] >= 1
     assert all("changed paths" in line for line in report["burst"]["run_lines"])
 
