@@ -242,21 +242,21 @@ class Smoke:
     shared: tuple[str, ...] = ()  # what it needs under ../shared; skipped without it
 
 
-# Longest first, so that PARALLEL runs at a time end close together.
+# Longest first (each run alone), so that PARALLEL runs at a time end close together.
 SMOKE = {
-    "startup": Smoke(check_startup, test_server=True),
+    "kills": Smoke(check_kills, test_server=True),
     "ingest": Smoke(check_ingest, test_server=True),
+    "finalize_memory": Smoke(check_finalize_memory, ("--recall",)),
     "embedders": Smoke(check_embedders, ("--parts",)),
-    "query": Smoke(check_query, ("--sweep",)),
+    "startup": Smoke(check_startup, test_server=True),
+    "watch": Smoke(check_watch, test_server=True),
+    "scale": Smoke(check_scale, test_server=True),
+    "incremental": Smoke(check_incremental, test_server=True),
     "quality": Smoke(
         check_quality, ("--tune",), test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")
     ),
+    "query": Smoke(check_query, ("--sweep",)),
     "rerank": Smoke(check_rerank),
-    "incremental": Smoke(check_incremental, test_server=True),
-    "kills": Smoke(check_kills, test_server=True),
-    "scale": Smoke(check_scale, test_server=True),
-    "finalize_memory": Smoke(check_finalize_memory, ("--recall",)),
-    "watch": Smoke(check_watch, test_server=True),
 }
 SMOKE_TESTED_ELSEWHERE = {"analysers": "tests/test_analysis.py"}
 
