@@ -65,6 +65,13 @@ def made_up_word(rng: random.Random) -> str:
     return "zq" + "".join(rng.choices(string.ascii_lowercase, k=10))
 
 
+def _default_sigint() -> None:
+    """In the watcher's process before it starts: SIGINT (how `stop` ends it, as Ctrl-C does)
+    handled, also where this benchmark was started with SIGINT ignored (a background job of
+    a shell without job control), which the watcher would otherwise inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Watcher:
     """`python -m flows.watch` in a child process; its printed run lines, as they come."""
 
@@ -78,6 +85,7 @@ class Watcher:
                 stdout=subprocess.PIPE,
                 stderr=log,
                 text=True,
+                preexec_fn=_default_sigint,
             )
         self.runs: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
