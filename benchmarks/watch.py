@@ -17,8 +17,9 @@ PREFECT_API_URL is set). Once its reconcile run is done:
 - idle: CPU time of the watcher process, and of its process tree (the parser process and the
   temporary Prefect server), over --idle seconds with nothing changing.
 
-Prints a table, then one JSON line. `--smoke`: 3 edits, a burst of 20, 2 s idle, the rust-book
-files of data/sample, the hash embedder.
+Prints a table, then one JSON line. `--smoke`: 1 edit, a burst of 20, 1 s idle, SMOKE_QUIET_S
+of quiet for a burst to be over (a burst there is one debounced run), the rust-book files of
+data/sample, the hash embedder: every step once, in seconds.
 """
 
 from __future__ import annotations
@@ -56,11 +57,19 @@ POLL_S = 0.02  # how often the edit's query is asked again
 START_S = 1800  # the watcher's reconcile run, at most
 SETTLE_S = 900  # an edit or the burst applied, at most
 QUIET_S = 3.0  # no new run for this long after the burst: it is over
+SMOKE_QUIET_S = 1.0  # --smoke: 20 files written at once, debounced 0.2 s into one run
 
 
 def made_up_word(rng: random.Random) -> str:
     """A word no document holds (letters only, so every analyser keeps it whole)."""
     return "zq" + "".join(rng.choices(string.ascii_lowercase, k=10))
+
+
+def _default_sigint() -> None:
+    """In the watcher's process before it starts: SIGINT (how `stop` ends it, as Ctrl-C does)
+    handled, also where this benchmark was started with SIGINT ignored (a background job of
+    a shell without job control), which the watcher would otherwise inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Watcher:
@@ -76,6 +85,7 @@ class Watcher:
                 stdout=subprocess.PIPE,
                 stderr=log,
                 text=True,
+                preexec_fn=_default_sigint,
             )
         self.runs: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -149,11 +159,14 @@ def time_edits(watcher: Watcher, searcher: Searcher, source: Path, n: int) -> li
     return seconds
 
 
-def burst(watcher: Watcher, searcher: Searcher, source: Path, uri: str, n: int) -> dict:
-    """Write n files at once; the runs they took and whether every one was applied."""
+def burst(
+    watcher: Watcher, searcher: Searcher, source: Path, uri: str, n: int, quiet: float
+) -> dict:
+    """Write n files at once; the runs they took and whether every one was applied (no run
+    for `quiet` seconds: the burst is over)."""
     rng = random.Random(1000)
     words = {f"{BURST_FOLDER}/note-{i:04d}.md": made_up_word(rng) for i in range(n)}
-    watcher.runs_until_quiet(QUIET_S)  # no run of the edits left to come
+    watcher.runs_until_quiet(quiet)  # no run of the edits left to come
     started = time.perf_counter()
     for name, word in words.items():
         (source / name).write_text(f"# Note\n\nThis note holds the word {word}.\n", "utf-8")
@@ -175,7 +188,7 @@ def burst(watcher: Watcher, searcher: Searcher, source: Path, uri: str, n: int) 
             raise RuntimeError(f"the burst was not applied after {SETTLE_S} s: {runs}")
         runs.append(watcher.next_run(SETTLE_S))
     seconds = time.perf_counter() - started
-    runs += watcher.runs_until_quiet(QUIET_S)  # any run still to come counts too
+    runs += watcher.runs_until_quiet(quiet)  # any run still to come counts too
     every_word = all(found(searcher, word) == {name} for name, word in words.items())
     return {
         "files": n,
@@ -187,9 +200,10 @@ def burst(watcher: Watcher, searcher: Searcher, source: Path, uri: str, n: int) 
     }
 
 
-def idle_cpu(watcher: Watcher, seconds: float) -> tuple[float, float]:
-    """Percent of one core used by the watcher, and by its process tree, over `seconds`."""
-    watcher.runs_until_quiet(QUIET_S)
+def idle_cpu(watcher: Watcher, seconds: float, quiet: float) -> tuple[float, float]:
+    """Percent of one core used by the watcher, and by its process tree, over `seconds`
+    once no run came for `quiet` seconds."""
+    watcher.runs_until_quiet(quiet)
     own, tree = watcher.cpu_seconds()
     start = time.perf_counter()
     time.sleep(seconds)
@@ -211,13 +225,13 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=1000)
     parser.add_argument("--idle", type=float, default=20.0, help="seconds of idle measured")
     parser.add_argument(
-        "--smoke", action="store_true", help="3 edits, a burst of 20, 2 s idle, hash embedder"
+        "--smoke", action="store_true", help="1 edit, a burst of 20, 1 s idle, hash embedder"
     )
     args = parser.parse_args()
-    corpus = Path(args.corpus)
+    corpus, quiet = Path(args.corpus), QUIET_S
     if args.smoke:
-        corpus = ROOT / "data" / "sample"
-        args.model, args.edits, args.burst, args.idle = "hash:64", 3, 20, 2.0
+        corpus, quiet = ROOT / "data" / "sample", SMOKE_QUIET_S
+        args.model, args.edits, args.burst, args.idle = "hash:64", 1, 20, 1.0
     work = Path(tempfile.mkdtemp(prefix="doc-indexer-watch-"))
     os.environ.setdefault("PREFECT_HOME", str(work / "prefect"))  # the watcher's, inherited
     source, uri = work / "source", str(work / "index")
@@ -238,8 +252,8 @@ def main() -> int:
         searcher = Searcher(Dataset(uri, consistency=timedelta(0)))  # sees every new version
         found(searcher, "warm")  # the query model loaded before any timing
         edits = time_edits(watcher, searcher, source, args.edits)
-        bursted = burst(watcher, searcher, source, uri, args.burst)
-        own, tree = idle_cpu(watcher, args.idle)
+        bursted = burst(watcher, searcher, source, uri, args.burst, quiet)
+        own, tree = idle_cpu(watcher, args.idle, quiet)
     finally:
         watcher.stop()
         shutil.rmtree(work, ignore_errors=True)

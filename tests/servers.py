@@ -1,12 +1,14 @@
 """Real local servers for tests: `prefect server start` and the child processes that use it.
 
 Each server gets its own PREFECT_HOME, binds 127.0.0.1 on a free port and is stopped with its
-whole process group, whatever the test does.
+whole process group, whatever the test does. Its database starts from the migrated, empty seed
+the commands' temporary servers keep (flows/temporary_server.py), when there is one.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +21,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from flows.temporary_server import seed_database
 
 from .conftest import ROOT
 
@@ -94,9 +98,13 @@ def prefect_server(tmp_path: Path, ui: bool = False, **settings: str) -> Iterato
     """
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    home = tmp_path / "prefect-home"
+    if seed_database().is_file():  # no ~200 migrations at start
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(seed_database(), home / "prefect.db")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")},
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_HOME": str(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_UI_ENABLED": str(ui).lower(),
         "PREFECT_SERVER_UI_API_URL": f"{url}/api",  # the UI would call port 4200 otherwise

@@ -27,19 +27,20 @@ def _embedder_calls() -> dict[str, int]:
     return {"calls": calls, "loads": loads}
 
 
-def test_dask_cluster_writes_the_same_rows_as_threads(prefect_backend, small_corpus, tmp_path):
+def test_dask_cluster_writes_the_same_rows_as_threads(small_index, tmp_path):
     from distributed import Client, LocalCluster
     from prefect.settings import PREFECT_TASKS_REFRESH_CACHE, temporary_settings
 
     from flows.ingest import ingest
     from flows.runners import RunnerSettings, make_task_runner
 
-    source = str(small_corpus)
-    # Recompute every task: the second run must not take the first run's cached results.
+    # The threads' table: the session's small index, the small corpus ingested with the
+    # defaults (the thread runner, one batch of every file).
+    source, threads = str(small_index.corpus), small_index.summary
+    # Recompute every task: the Dask run must not take the threads run's cached results.
     with temporary_settings({PREFECT_TASKS_REFRESH_CACHE: True}):
-        # One batch of every file here, one per file there: each text shares its model call
+        # One batch of every file there, one per file here: each text shares its model call
         # with other texts, yet gets the same vector (the default backend, per-token int8).
-        threads = ingest(source_dir=source, index_uri=str(tmp_path / "threads"))
         with (
             LocalCluster(
                 n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
@@ -54,9 +55,9 @@ def test_dask_cluster_writes_the_same_rows_as_threads(prefect_backend, small_cor
 
     assert threads.indexed == on_dask.indexed == 5 and not on_dask.failed
     built = model_info(DEFAULT_MODEL).model_id
-    assert Dataset(str(tmp_path / "threads")).built_with() == built, "the default backend"
+    assert Dataset(small_index.uri).built_with() == built, "the default backend"
     assert on_dask.chunks_embedded == threads.chunks_embedded > 0
-    expected, got = _table(str(tmp_path / "threads")), _table(str(tmp_path / "dask"))
+    expected, got = _table(small_index.uri), _table(str(tmp_path / "dask"))
     assert sorted(got) == sorted(expected)
     for chunk_id, (text_hash, vector) in expected.items():
         assert got[chunk_id][0] == text_hash

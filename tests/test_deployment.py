@@ -1,8 +1,9 @@
 """The served `ingest` deployment against a real local Prefect server.
 
-Starts `prefect server start` (tests/servers.py: own PREFECT_HOME, 127.0.0.1, a free port) and
-`python -m deployments.serve` as subprocesses, triggers runs through the CLI and the REST API, and
-checks the LanceDB index they leave behind, and that two runs of the deployment never overlap.
+Starts `prefect server start` (tests/servers.py: own PREFECT_HOME, 127.0.0.1, a free port) once
+for the module and, per test, `python -m deployments.serve` under a deployment name of its own as
+subprocesses, triggers runs through the CLI and the REST API, and checks the LanceDB index they
+leave behind, and that two runs of the deployment never overlap.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 
 from .commands import run_module
 from .conftest import SAMPLE
-from .servers import prefect_server, start, stop, tail, wait_for
+from .servers import PrefectServer, prefect_server, start, stop, tail, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -33,6 +34,7 @@ FILES = ("ch07-01-packages-and-crates.md", "ch15-00-smart-pointers.md", "ch16-00
 EDITED, DELETED, UNTOUCHED = FILES
 MARKER = "Quillwort marmalade sentinel: this sentence was added by the deployment test."
 DEPLOYMENT = "test-reindex"
+WATCHED_DEPLOYMENT = "test-watch"  # the --watch test's, on the same server
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 RUN_ID = re.compile(r"UUID: ([0-9a-f-]{36})")  # in `prefect deployment run` output
 
@@ -40,56 +42,65 @@ REGISTER_S = 120  # serve process up and deployment registered
 RUN_S = 300  # one flow run from trigger to a terminal state
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[PrefectServer]:
+    """One Prefect server for the module's served deployments (each test its own name)."""
+    # A run that finds the slot taken is retried after 1 s instead of 30 s.
+    with prefect_server(
+        tmp_path_factory.mktemp("server"),
+        PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS="1",
+    ) as running:
+        yield running
+
+
 @contextmanager
-def serving(tmp_path: Path, *extra: str) -> Iterator[dict]:
-    """A Prefect server and the served deployment (`extra`: more serve arguments); both are
+def serving(server: PrefectServer, tmp_path: Path, name: str, *extra: str) -> Iterator[dict]:
+    """The deployments served under `name` on `server` (`extra`: more serve arguments);
     stopped whatever happens."""
     source, index = tmp_path / "source", tmp_path / "index"
     source.mkdir()
-    for name in FILES:
-        shutil.copyfile(SAMPLE / "rust-book" / name, source / name)
+    for file in FILES:
+        shutil.copyfile(SAMPLE / "rust-book" / file, source / file)
     logs = {"serve": tmp_path / "serve.log"}
-    # A run that finds the slot taken is retried after 2 s instead of 30 s.
-    with prefect_server(
-        tmp_path, PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS="2"
-    ) as server:
-        client_env = {**server.env, "PREFECT_RUNNER_POLL_FREQUENCY": "2"}
-        # Yearly cron: no scheduled run comes due while the test runs.
-        serve = start(
-            [sys.executable, "-m", "deployments.serve", "--source", str(source)]
-            + ["--index", str(index), "--cron", "0 0 1 1 *", "--name", DEPLOYMENT, *extra],
-            client_env,
-            logs["serve"],
+    client_env = {**server.env, "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
+    # Yearly cron: no scheduled run comes due while the test runs.
+    serve = start(
+        [sys.executable, "-m", "deployments.serve", "--source", str(source)]
+        + ["--index", str(index), "--cron", "0 0 1 1 *", "--name", name, *extra],
+        client_env,
+        logs["serve"],
+    )
+    try:
+
+        def registered() -> dict | None:
+            assert serve.poll() is None, f"serve exited:\n{tail(logs['serve'])}"
+            response = server.http.get(f"/deployments/name/ingest/{name}")
+            return response.json() if response.status_code == 200 else None
+
+        deployment = wait_for(
+            registered, REGISTER_S, "the deployment to be registered", interval=0.5
         )
-        try:
-
-            def registered() -> dict | None:
-                assert serve.poll() is None, f"serve exited:\n{tail(logs['serve'])}"
-                response = server.http.get(f"/deployments/name/ingest/{DEPLOYMENT}")
-                return response.json() if response.status_code == 200 else None
-
-            deployment = wait_for(registered, REGISTER_S, "the deployment to be registered")
-            yield {
-                "http": server.http,
-                "env": client_env,
-                "deployment": deployment,
-                "source": source,
-                "index": str(index.resolve()),
-                "logs": logs,
-            }
-        finally:
-            stop(serve)  # before the server: serve pauses its schedule via the server
+        yield {
+            "http": server.http,
+            "env": client_env,
+            "deployment": deployment,
+            "source": source,
+            "index": str(index.resolve()),
+            "logs": logs,
+        }
+    finally:
+        stop(serve)  # before the server goes: serve pauses its schedule via the server
 
 
 @pytest.fixture
-def stack(tmp_path) -> Iterator[dict]:
-    with serving(tmp_path) as served:
+def stack(server, tmp_path) -> Iterator[dict]:
+    with serving(server, tmp_path, DEPLOYMENT) as served:
         yield served
 
 
 @pytest.fixture
-def watched_stack(tmp_path) -> Iterator[dict]:
-    with serving(tmp_path, "--watch", "--debounce", "0.1") as served:
+def watched_stack(server, tmp_path) -> Iterator[dict]:
+    with serving(server, tmp_path, WATCHED_DEPLOYMENT, "--watch", "--debounce", "0.1") as served:
         yield served
 
 
@@ -98,7 +109,7 @@ def wait_terminal(stack: dict, run_id: str) -> dict:
         run = stack["http"].get(f"/flow_runs/{run_id}").json()
         return run if run["state"]["type"] in TERMINAL else None
 
-    run = wait_for(finished, RUN_S, f"flow run {run_id} to finish", interval=2)
+    run = wait_for(finished, RUN_S, f"flow run {run_id} to finish", interval=0.5)
     assert run["state"]["type"] == "COMPLETED", f"{run['state']}\n{tail(stack['logs']['serve'])}"
     return run
 

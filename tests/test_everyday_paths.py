@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import pytest
@@ -46,45 +47,52 @@ def loaded_after(call: str) -> str:
     return f"import sys\n{call}\nprint('HEAVY', sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
 
 
-def test_a_no_change_run_loads_no_model_and_no_parser(subprocess_env, tmp_path):
-    corpus = tmp_path / "docs"
+class Indexed(NamedTuple):
+    corpus: Path
+    index: str
+    stdout: str  # the ingest command's
+
+
+@pytest.fixture(scope="module")
+def lighthouses(subprocess_env, tmp_path_factory) -> Indexed:
+    """Two notes indexed by the ingest command in a fresh interpreter; tests only read them
+    (a no-change run leaves the files and the chunks as they are)."""
+    root = tmp_path_factory.mktemp("lighthouses")
+    corpus = root / "docs"
     corpus.mkdir()
-    (corpus / "a.md").write_text("# A\n\nSome words about lighthouses.\n", "utf-8")
-    index = str(tmp_path / "index")
-    first = run_python(
-        loaded_after(
-            f"from flows.ingest import main; main([{str(corpus)!r}, '--index', {index!r}])"
-        ),
+    (corpus / "a.md").write_text("# Lighthouses\n\nA lighthouse keeper trims the wick.\n", "utf-8")
+    (corpus / "b.md").write_text("# Bread\n\nSourdough needs a starter.\n", "utf-8")
+    index = str(root / "index")
+    stdout = run_python(
+        f"from flows.ingest import main; main([{str(corpus)!r}, '--index', {index!r}])",
         subprocess_env,
     )
-    assert "files: 1 seen, 1 indexed" in first
+    return Indexed(corpus, index, stdout)
+
+
+def test_a_no_change_run_loads_no_model_and_no_parser(subprocess_env, lighthouses):
+    corpus, index, first = lighthouses
+    assert "files: 2 seen, 2 indexed" in first
     again = run_python(
         loaded_after(
             f"from flows.ingest import main; main([{str(corpus)!r}, '--index', {index!r}])"
         ),
         subprocess_env,
     )
-    assert "files: 1 seen, 0 indexed, 1 unchanged" in again
+    assert "files: 2 seen, 0 indexed, 2 unchanged" in again
     assert "HEAVY []" in again, again
 
 
-def test_a_question_without_a_prefect_api_runs_in_process_from_any_folder(subprocess_env, tmp_path):
-    corpus = tmp_path / "docs"
-    corpus.mkdir()
-    (corpus / "a.md").write_text("# Lighthouses\n\nA lighthouse keeper trims the wick.\n", "utf-8")
-    (corpus / "b.md").write_text("# Bread\n\nSourdough needs a starter.\n", "utf-8")
-    index = str(tmp_path / "index")
-    run_python(
-        f"from flows.ingest import main; main([{str(corpus)!r}, '--index', {index!r}])",
-        subprocess_env,
-    )
+def test_a_question_without_a_prefect_api_runs_in_process_from_any_folder(
+    subprocess_env, lighthouses, tmp_path
+):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     no_server = {k: v for k, v in subprocess_env.items() if k not in ("PREFECT_API_URL",)}
     question = "who trims the wick"
     out = run_python(
         loaded_after(
-            f"from flows.query import main; main([{question!r}, '--index', {index!r}, "
+            f"from flows.query import main; main([{question!r}, '--index', {lighthouses.index!r}, "
             "'--mode', 'fts', '-k', '1'])\n"
             "print('PREFECT', 'prefect' in sys.modules)"
         ),

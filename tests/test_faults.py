@@ -9,6 +9,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import lancedb
@@ -297,36 +300,112 @@ def run_ingest(
 # A small doc is 2 chunks: with --commit-chunks 4, batches are written two by two, and
 # "write:2" kills the run between the second grouped commit's chunks and its ledger rows.
 GROUPED = ("--commit-chunks", "4")
+KILLS = {  # id: (crash point, more options)
+    "load": ("load:2", ()),
+    "embed": ("embed:2", ()),
+    "write": ("write:2", ()),
+    "grouped-write": ("write:2", GROUPED),
+}
+PARALLEL = 2  # kill-and-resume runs at once: each is one busy process at a time
 
 
-@pytest.mark.parametrize(
-    ("point", "options"),
-    [("load:2", ()), ("embed:2", ()), ("write:2", ()), ("write:2", GROUPED)],
-    ids=["load", "embed", "write", "grouped-write"],
-)
-def test_sigkill_at_any_point_then_rerun_equals_a_clean_run(
-    subprocess_env, tmp_path, point, options
-):
-    corpus = small_docs(tmp_path / "docs", n=6 if options else 3)
-    clean_uri, uri = str(tmp_path / "clean"), str(tmp_path / "index")
-    # The crash comes first: a step served from Prefect's cache would not reach its crash point.
-    crashed = run_ingest(corpus, uri, subprocess_env, *options, DOC_INDEXER_CRASH=point)
+def own_results(env: dict[str, str], folder: Path) -> dict[str, str]:
+    """`env` with Prefect's result storage (and so its task cache) in `folder`: runs of the
+    same files elsewhere cannot answer a step of these runs from their cache."""
+    return {**env, "PREFECT_LOCAL_STORAGE_PATH": str(folder)}
+
+
+@pytest.fixture(scope="module")
+def kill_corpus(tmp_path_factory) -> Path:
+    """Six small documents that every kill point and the two-runs test index."""
+    return small_docs(tmp_path_factory.mktemp("kill-corpus") / "docs", n=6)
+
+
+@pytest.fixture(scope="module")
+def clean_table(subprocess_env, kill_corpus, tmp_path_factory) -> list[tuple[str, str]]:
+    """kill_corpus indexed once without a kill, with results of its own: the chunk set that
+    each killed-then-resumed run and the two runs at once must end with."""
+    root = tmp_path_factory.mktemp("clean")
+    clean = run_ingest(kill_corpus, str(root / "index"), own_results(subprocess_env, root / "r"))
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    return chunk_set(str(root / "index"))
+
+
+@dataclass(frozen=True)
+class Killed:
+    """A run killed at a crash point, what it left behind, and the run that resumed it."""
+
+    uri: str
+    crashed: subprocess.CompletedProcess[str]
+    chunk_docs: int | None  # documents with chunks right after the kill (None: no dataset)
+    ledger_rows: int | None  # ledger rows right after the kill
+    rerun: subprocess.CompletedProcess[str]
+
+
+def kill_and_resume(corpus: Path, root: Path, env: dict[str, str], kill: str) -> Killed:
+    """The ingest killed at KILLS[kill], then run again to the end. The two share a result
+    storage no other run uses: a step served from another run's cache would not reach its
+    crash point."""
+    point, options = KILLS[kill]
+    uri, env = str(root / "index"), own_results(env, root / "results")
+    crashed = run_ingest(corpus, uri, env, *options, DOC_INDEXER_CRASH=point)
+    try:
+        chunk_docs = len({row["doc_id"] for row in rows(uri, CHUNKS_TABLE)})
+        ledger_rows: int | None = len(rows(uri, DOCUMENTS_TABLE))
+    except (FileNotFoundError, ValueError):  # killed before the dataset was made
+        chunk_docs = ledger_rows = None
+    rerun = run_ingest(corpus, uri, env, *options)
+    return Killed(uri, crashed, chunk_docs, ledger_rows, rerun)
+
+
+@pytest.fixture(scope="module")
+def killed_runs(
+    request, subprocess_env, kill_corpus, tmp_path_factory
+) -> Iterator[dict[str, Future[Killed]]]:
+    """The kill and resume of each kill point whose test was collected, all submitted at once
+    and run PARALLEL at a time (each on a dataset and result storage of its own)."""
+    wanted = {
+        item.callspec.params.get("kill")
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
+    }
+    pool = ThreadPoolExecutor(PARALLEL)
+    try:
+        yield {
+            kill: pool.submit(
+                kill_and_resume,
+                kill_corpus,
+                tmp_path_factory.mktemp(f"kill-{kill}"),
+                subprocess_env,
+                kill,
+            )
+            for kill in KILLS
+            if kill in wanted
+        }
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.parametrize("kill", KILLS)
+def test_sigkill_at_any_point_then_rerun_equals_a_clean_run(killed_runs, clean_table, kill):
+    killed = killed_runs[kill].result()
+    crashed, uri = killed.crashed, killed.uri
     assert crashed.returncode == -9, crashed.stderr[-2000:]
-    if options:  # killed inside the second commit: the first group's four documents are in
+    if KILLS[kill][1] == GROUPED:
+        # killed inside the second commit: the first group's four documents are in
         assert "[batches 1-2/6] 2 documents" in crashed.stderr, crashed.stderr[-3000:]
-        assert len({row["doc_id"] for row in rows(uri, CHUNKS_TABLE)}) == 4
-        assert len(rows(uri, DOCUMENTS_TABLE)) == 2, "the ledger lags the killed commit"
-    rerun = run_ingest(corpus, uri, subprocess_env, *options)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert run_ingest(corpus, clean_uri, subprocess_env).returncode == 0
-    assert chunk_set(uri) == chunk_set(clean_uri)
+        assert killed.chunk_docs == 4
+        assert killed.ledger_rows == 2, "the ledger lags the killed commit"
+    assert killed.rerun.returncode == 0, killed.rerun.stderr[-2000:]
+    assert chunk_set(uri) == clean_table
     assert_consistent(uri)
     assert {r["status"] for r in rows(uri, DOCUMENTS_TABLE)} == {"indexed"}
 
 
-def test_two_runs_at_once_serialise_and_leave_the_clean_table(subprocess_env, tmp_path):
-    corpus = small_docs(tmp_path / "docs", n=4)
-    uri, clean_uri = str(tmp_path / "index"), str(tmp_path / "clean")
+def test_two_runs_at_once_serialise_and_leave_the_clean_table(
+    subprocess_env, kill_corpus, clean_table, tmp_path
+):
+    corpus, uri = kill_corpus, str(tmp_path / "index")
     args = [sys.executable, "-m", "flows.ingest", str(corpus), "--index", uri, "--model", "hash"]
     runs = [
         subprocess.Popen(
@@ -341,8 +420,7 @@ def test_two_runs_at_once_serialise_and_leave_the_clean_table(subprocess_env, tm
     ]
     outputs = [run.communicate(timeout=600) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], [err[-1500:] for _, err in outputs]
-    assert run_ingest(corpus, clean_uri, subprocess_env).returncode == 0
-    assert chunk_set(uri) == chunk_set(clean_uri)
+    assert chunk_set(uri) == clean_table
     assert_consistent(uri)
 
 

@@ -153,7 +153,9 @@ def test_cli_errors_are_one_line_and_non_zero(tmp_path):
     assert bad_split.returncode == 2 and "must be smaller than chunk_size" in bad_split.stderr
 
 
-def test_ingest_cli_prints_a_summary_and_exits_zero(tmp_path):
+def test_ingest_cli_prints_a_summary_and_exits_zero(subprocess_env, tmp_path):
+    """Against the session's test server (the command's own temporary server:
+    tests/test_everyday_paths.py)."""
     corpus = tmp_path / "docs"
     corpus.mkdir()
     (corpus / "a.md").write_text("# A\n\nSome text about caching.\n", "utf-8")
@@ -165,7 +167,7 @@ def test_ingest_cli_prints_a_summary_and_exits_zero(tmp_path):
         str(tmp_path / "index"),
         "--model",
         "hash",
-        env=own_prefect_home(tmp_path),
+        env=subprocess_env,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "files: 2 seen, 1 indexed, 0 unchanged, 1 empty, 0 failed, 0 removed" in result.stdout
