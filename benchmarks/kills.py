@@ -14,7 +14,7 @@ audit's problems after the resume, and whether the chunks (ids, texts, vectors w
 and the ledger equal those of the same run done without a kill. Exit status 1 if any differ.
 
 `--model` defaults to the hash embedder (the kills test the pipeline's commits, not the
-model); --smoke hits one point of a small folder (SMOKE_KILLS), for `make test`: every step
+model); --smoke hits two points of a small folder (SMOKE_KILLS), for `make test`: every step
 of the script once, in seconds. The commands share one
 temporary Prefect server in a fresh PREFECT_HOME (or the server in PREFECT_API_URL).
 """
@@ -53,8 +53,8 @@ KILLS = [
     ("write", 1), ("write", 2), ("write", 4), ("write", 6), ("write", 7),
     ("delete", 1), ("index", 1), ("compact", 1), ("compact", 2),
 ]  # fmt: skip
-# The finalize's point: write, load and embed kills are tests/test_faults.py's.
-SMOKE_KILLS = [("compact", 1)]
+# The delete's and the finalize's points: write, load and embed kills are tests/test_faults.py's.
+SMOKE_KILLS = [("delete", 1), ("compact", 1)]
 WORDS = (
     "borrow checker lifetime trait closure iterator module crate package macro vector string "
     "slice pattern match enum struct method generic thread channel mutex future async error"
@@ -137,7 +137,7 @@ def same(a: tuple[list, list], b: tuple[list, list]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.kills", description=__doc__)
-    parser.add_argument("--smoke", action="store_true", help="1 kill point, 12 files")
+    parser.add_argument("--smoke", action="store_true", help="2 kill points, 12 files")
     parser.add_argument("--files", type=int, default=None, help="notes before the run (40)")
     parser.add_argument("--model", default="hash", help="embedding model (default: hash)")
     args = parser.parse_args(argv)

@@ -181,8 +181,9 @@ def check_kills(out: str) -> None:
         out,
         r"clean run: [\d.]+ s, .*",
         r"kill point +died +resume rc +audit +equal",
+        r"delete:1 +True +0 +0 +True",
         r"compact:1 +True +0 +0 +True",
-        r"1 of 1 kill points ended as the clean run",
+        r"2 of 2 kill points ended as the clean run",
     )
 
 
