@@ -27,9 +27,10 @@ from tasks.dataset.schema import VECTOR_COLUMN
 from tasks.search.hits import Hit
 
 # The most memory a searcher spends on the vectors (the hits' columns add their text, about
-# a tenth more): about 150,000 chunks of the default model's 897-d vectors. Beyond it, one
-# product would also take longer than the vector index's search.
-KEPT_VECTORS_MAX_BYTES = 512 * 2**20
+# a tenth more): about 75,000 chunks of the default model's 897-d vectors. The product's time
+# grows with the rows faster than the vector index's search: at 100,000 chunks it took 29.8
+# ms against the index's 31.6, for 360 MiB (benchmarks/RESULTS.md, "Issue 24").
+KEPT_VECTORS_MAX_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
