@@ -383,12 +383,12 @@ class Scope:
     embedder: Embedder
     fusion: Fusion
     where: str | None  # the search's prefilter
-    kept: KeptChunks | None = None  # the searcher's chunks in memory, for unfiltered lists
+    kept: KeptChunks | None = None  # the searcher's chunks in memory; none with a prefilter
 
     def start_vector_hits(self, vector: np.ndarray, limit: int) -> Future[list[Hit]]:
         """The `limit` chunks nearest to `vector`: from the kept chunks at once where the
-        searcher keeps them (no filter), else a LanceDB search started on the query loop."""
-        if self.kept is not None and self.kept.kept and self.where is None:
+        searcher keeps them, else a LanceDB search started on the query loop."""
+        if self.kept is not None and self.kept.kept:
             done: Future[list[Hit]] = Future()
             done.set_result(self.kept.nearest(vector, limit))
             return done
