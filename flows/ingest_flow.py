@@ -34,7 +34,6 @@ from tasks.dataset.schema import Fingerprint
 from tasks.embed.models import model_info
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.load import LoadSettings
-from tasks.ingest.parse_worker import PARSERS
 from tasks.ingest.pipeline import BatchSettings, CommitSettings, file_batches, run_batches
 from tasks.ingest.report import RunProgress, publish_summary, terminal_progress
 from tasks.ingest.settings import GateSettings, IngestSettings, resolve_auto_model
@@ -70,7 +69,6 @@ def ingest(settings: IngestSettings) -> State[Any]:
     summary = IngestSummary(index_uri=settings.index_uri)
     model, split = model_info(settings.model), settings.narrow(SplitSettings)
     summary.max_tokens = model.max_tokens
-    PARSERS.serve_model(model.busy_cores)  # before the first load makes the parser processes
     fp = Fingerprint.of(model, split)
     dataset = Dataset(settings.index_uri)
     gate = settings.narrow(GateSettings)

@@ -41,6 +41,7 @@ from tasks.embed.models import get_embedder, model_info, token_counter
 from tasks.ingest.cache_keys import every_reader, model_code, step_cache
 from tasks.ingest.discover import plan_run
 from tasks.ingest.load import LoadSettings, load_batch
+from tasks.ingest.parse_worker import PARSERS
 from tasks.ingest.pipeline import Batch, Done, Future, Vectors, batches_label
 from tasks.ingest.reuse import assemble, texts_to_embed
 from tasks.text.semantic_split import split_documents_semantic
@@ -189,6 +190,11 @@ class TaskStages:
     load_settings: LoadSettings
     split_settings: SplitSettings
     logger: Logger
+
+    def __post_init__(self) -> None:
+        # The parser processes of this process (the thread runner's), sized for the model
+        # before the first load makes them.
+        PARSERS.serve_model(model_info(self.model).busy_cores)
 
     def load(self, batch: Batch) -> Future[list[Document]]:
         run = load_task.with_options(task_run_name=f"load{batch.label}")
