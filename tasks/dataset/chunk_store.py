@@ -69,9 +69,14 @@ def stored_vectors(table: Table, text_hashes: list[str]) -> dict[str, np.ndarray
         .limit(None)
         .to_arrow()
     )
-    vectors = found.column(VECTOR_COLUMN).combine_chunks().flatten().to_numpy()
-    vectors = vectors.reshape(found.num_rows, -1) if found.num_rows else vectors
-    return dict(zip(found.column("text_hash").to_pylist(), vectors, strict=True))
+    return dict(zip(found.column("text_hash").to_pylist(), vector_matrix(found), strict=True))
+
+
+def vector_matrix(rows: pa.Table) -> np.ndarray:
+    """The vector column of `rows` as one float32 matrix, a row per row."""
+    column = rows.column(VECTOR_COLUMN).combine_chunks()
+    flat = column.flatten().to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(flat.reshape(len(rows), column.type.list_size), np.float32)
 
 
 def delete_chunks(table: Table, doc_ids: list[str]) -> int:

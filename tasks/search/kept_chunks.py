@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 from lancedb.table import AsyncTable
 
-from tasks.dataset.chunk_store import every_row
+from tasks.dataset.chunk_store import every_row, vector_matrix
 from tasks.dataset.schema import VECTOR_COLUMN
 from tasks.search.hits import Hit
 
@@ -54,9 +54,8 @@ class KeptChunks:
         if rows * dimension * 4 > KEPT_VECTORS_MAX_BYTES:
             return cls(version, pa.table({}), None)
         read_version, data = await every_row(table, [*columns, VECTOR_COLUMN])
-        flat = data[VECTOR_COLUMN].combine_chunks().values.to_numpy(zero_copy_only=False)
-        vectors = np.ascontiguousarray(flat.reshape(len(data), dimension), dtype=np.float32)
-        return cls(read_version, data.drop_columns([VECTOR_COLUMN]).combine_chunks(), vectors)
+        hit_columns = data.drop_columns([VECTOR_COLUMN]).combine_chunks()
+        return cls(read_version, hit_columns, vector_matrix(data))
 
     def nearest(self, vector: np.ndarray, limit: int) -> list[Hit]:
         """Up to `limit` chunks nearest to `vector` by cosine similarity, best first."""
