@@ -63,15 +63,13 @@ import numpy as np  # noqa: E402
 from benchmarks.support.rows import document_chunks  # noqa: E402
 from tasks.core.records import Chunk, Document, SourceFile, sha256_hex  # noqa: E402
 from tasks.dataset.ann import ANN_MIN_ROWS, NPROBES, REFINE_FACTOR, refresh_vector_index  # noqa: E402
-from tasks.dataset.chunk_store import matching_rows  # noqa: E402
 from tasks.dataset.dataset import Dataset  # noqa: E402
-from tasks.dataset.schema import SEARCH_TEXT_COLUMN, Fingerprint  # noqa: E402
+from tasks.dataset.schema import Fingerprint  # noqa: E402
 from tasks.embed.base import CrossScriptRescorer, ModelInfo  # noqa: E402
 from tasks.embed.models import DEFAULT_MODEL, get_embedder, prefer_latency, query_embedder  # noqa: E402
 from tasks.ingest.discover import discover  # noqa: E402
 from tasks.ingest.load import LoadSettings, load_batch  # noqa: E402
 from tasks.ingest.steps import split_batch  # noqa: E402
-from tasks.search import query_loop  # noqa: E402
 from tasks.search.params import MODES, SearchParams  # noqa: E402
 from tasks.search.queries import read_queries  # noqa: E402
 from tasks.search.searcher import Searcher  # noqa: E402
@@ -153,16 +151,15 @@ def steps(searcher: Searcher, questions: list[str]) -> str:
     embedder = scope.embedder
     vectors = {q: embedder.encode([q])[0] for q in questions}
     depth = scope.fusion.depth
-    text_columns = [*scope.columns, SEARCH_TEXT_COLUMN]
 
     def vector_list(q: str) -> list:
         return scope.start_vector_hits(vectors[q], depth).result()
 
-    def text_list(q: str) -> list:
-        return query_loop.run(matching_rows(scope.table, q, text_columns, None, depth))
+    def text_list(q: str) -> object:
+        return searcher._start_text_list(scope, q, depth, floor=False).result()
 
     def both(q: str) -> list:
-        text = query_loop.submit(matching_rows(scope.table, q, text_columns, None, depth))
+        text = searcher._start_text_list(scope, q, depth, floor=False)
         return [vector_list(q), text.result()]
 
     def rescoring(q: str) -> float:

@@ -651,3 +651,32 @@ def test_a_table_too_large_to_keep_is_searched_by_lancedb(tmp_path, monkeypatch)
     found = too_large.search("zebra", params)
     assert [hit.chunk_id for hit in found] == [hit.chunk_id for hit in expected]
     assert [hit.score for hit in found] == pytest.approx([hit.score for hit in expected], abs=1e-5)
+
+
+def test_a_full_text_row_newer_than_the_kept_copy_comes_from_lancedb(tmp_path):
+    """The full-text list takes its rows from the kept copy by row id; a row committed after
+    the copy was read (the search's scope holds the copy it started with) is not in it, so
+    that list is LanceDB's rows: the new row shows, with its own columns."""
+    from tasks.dataset.chunk_store import matching_row_ids
+    from tasks.search import query_loop
+
+    uri = str(tmp_path / "index")
+    build_index(uri, [document("old.md", [("Old", "alpha beta zebra")])])
+    searcher = Searcher(Dataset(uri, consistency=timedelta(0)), keep_vectors=True)
+    scope = searcher._scope(None)  # the copy of the first version
+    assert scope.kept is not None and scope.kept.kept
+    from_copy = query_loop.run(scope.text_hits("zebra", 5))
+    assert [hit.doc_id for hit in from_copy] == ["old.md"]
+    writer = Dataset(uri)
+    writer.write_batch(
+        [new := document("new.md", [("New", "zebra crossing zebra")])],
+        chunks := split_document(new, SPLIT).chunks,
+        EMBEDDER.encode([chunk.text for chunk in chunks]),
+    )
+    writer.finalize("run-test-2")
+    ids, _ = query_loop.run(matching_row_ids(scope.table, "zebra", 5))
+    assert len(ids) == 2 and scope.kept.positions(ids) is None
+    found = query_loop.run(scope.text_hits("zebra", 5))
+    assert {hit.doc_id for hit in found} == {"old.md", "new.md"}
+    new_hit = next(hit for hit in found if hit.doc_id == "new.md")
+    assert new_hit.text == chunks[0].text and new_hit.section == chunks[0].section

@@ -160,12 +160,31 @@ async def matching_rows(
     return await query.to_list()
 
 
+async def matching_row_ids(
+    table: AsyncTable, text: str, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`matching_rows` with no filter and no columns: (the rows' ids, their BM25 scores),
+    best first. Fetching the columns of 50 rows costs more than the search itself; a caller
+    holding the rows' columns (tasks/search/kept_chunks.py) takes them from its copy."""
+    match = _match(text)
+    if match is None:
+        return np.zeros(0, np.uint64), np.zeros(0, np.float32)
+    query: AsyncFTSQuery = table.query().nearest_to_text(match)
+    found = await query.select(["_score"]).with_row_id().limit(limit).to_arrow()
+    return (
+        found.column("_rowid").to_numpy(),
+        found.column("_score").to_numpy().astype(np.float32, copy=False),
+    )
+
+
 async def every_row(table: AsyncTable, columns: list[str]) -> tuple[int, pa.Table]:
-    """(the table's version, `columns` of every row), all of one version: read again where a
-    writer committed during the read."""
+    """(the table's version, `columns` of every row and their row ids, `_rowid`), all of one
+    version: read again where a writer committed during the read. A row id is the row's
+    address (fragment and offset), never given to other content: a fragment's rows do not
+    change, and compaction writes new fragments."""
     while True:
         version = await table.version()
-        rows = await table.query().select(columns).to_arrow()
+        rows = await table.query().select(columns).with_row_id().to_arrow()
         if await table.version() == version:
             return version, rows
 

@@ -127,10 +127,12 @@ class DualEmbedder:
         latin: tuple[float, float, float],
         other: tuple[float, float],
         multilingual: np.ndarray | None = None,
+        english: np.ndarray | None = None,
     ) -> np.ndarray:
         """Each text's [English part | multilingual part | slot], weighted (English,
         multilingual, slot) for a text that `reads_english`, else (0, multilingual, slot);
-        `multilingual`: the texts' multilingual vectors where the caller encoded them."""
+        `multilingual`: the texts' multilingual vectors, `english`: the English vectors of
+        the texts that read English, in order, where the caller encoded them."""
         vectors = np.zeros((len(texts), self.info.dimension), np.float32)
         if not texts:
             return vectors
@@ -141,7 +143,9 @@ class DualEmbedder:
         )
         rows = np.flatnonzero(reads)
         if rows.size:
-            vectors[rows, :d1] = self.english.encode([texts[i] for i in rows]) * latin[0]
+            if english is None:
+                english = self.english.encode([texts[i] for i in rows])
+            vectors[rows, :d1] = english * latin[0]
         vectors[reads, d1 : d1 + d2] *= latin[1]
         vectors[~reads, d1 : d1 + d2] *= other[0]
         vectors[:, -1] = np.where(reads, latin[2], other[1])
@@ -170,9 +174,15 @@ class DualQuestions:
         # re-scoring reads the vector the question's embedding made instead of encoding again
         self._asked: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._side: ThreadPoolExecutor | None = None  # the English part's thread, once used
 
     def encode(self, texts: list[str]) -> np.ndarray:
         w = QUESTION_ENGLISH_WEIGHT
+        # The English part of the Latin questions runs on a second thread beside the
+        # multilingual one (both release the GIL for most of their work): an English
+        # question's embedding in about the time of the slower model instead of both.
+        latin = [text for text in texts if reads_english(text)]
+        english = self._side_pool().submit(self.documents.english.encode, latin) if latin else None
         # Kept for `cross_script_bonus` (a question's vector made in a batch differs from the
         # one made alone by about 1e-7).
         multilingual = self.documents.multilingual.encode(texts)
@@ -187,7 +197,14 @@ class DualQuestions:
             latin=(math.sqrt(w), math.sqrt(1 - w), 0.0),
             other=(1.0, 0.0),
             multilingual=multilingual,
+            english=None if english is None else english.result(),
         )
+
+    def _side_pool(self) -> ThreadPoolExecutor:
+        with self._cache_lock:
+            if self._side is None:
+                self._side = ThreadPoolExecutor(1, thread_name_prefix="question-english")
+            return self._side
 
     def cross_script_bonus(self, question: str, texts: list[str]) -> np.ndarray:
         """For each text whose script group differs from the question's: BEST_SENTENCE_WEIGHT

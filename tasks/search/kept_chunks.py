@@ -8,6 +8,11 @@ a batch of questions) keeps the table's vectors and the columns a hit shows in m
 the vectors exactly (cosine: stored vectors and questions are unit length, so a dot
 product) and makes the hits from its copy.
 
+The full-text list asks LanceDB for its rows' ids and scores alone and takes the rows from
+the copy as well: fetching 50 rows' columns took more than the search (8.8 ms against 3.0 for
+the ids, at 10,000 chunks). A row id the copy lacks (a row written after it was read) sends
+that list back to LanceDB's rows.
+
 The copy is of one table version; the searcher reads the table's version at each search and
 reads the copy again when a writer has committed since. Searches with a filter keep using
 LanceDB's prefiltered search, and so does a table whose vectors would take more than
@@ -23,7 +28,7 @@ import pyarrow as pa
 from lancedb.table import AsyncTable
 
 from tasks.dataset.chunk_store import every_row, vector_matrix
-from tasks.dataset.schema import VECTOR_COLUMN
+from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.search.hits import Hit
 
 # The most memory a searcher spends on the vectors (the hits' columns add their text, about
@@ -40,6 +45,9 @@ class KeptChunks:
     version: int
     columns: pa.Table  # the hits' columns, one row per chunk
     vectors: np.ndarray | None  # float32, row i is the vector of `columns` row i; None: none kept
+    search_text: pa.ChunkedArray | None = None  # the analysed text, where the table has it
+    row_ids: np.ndarray | None = None  # the rows' ids, sorted
+    order: np.ndarray | None = None  # row_ids[k] is the id of `columns` row order[k]
 
     @property
     def kept(self) -> bool:
@@ -47,15 +55,25 @@ class KeptChunks:
 
     @classmethod
     async def read(cls, table: AsyncTable, version: int, columns: list[str]) -> KeptChunks:
-        """`columns` and the vectors of `table` as of now (`version` or later), unless the
-        vectors are too large: then none, marked with `version`."""
+        """`columns`, the analysed text and the vectors of `table` as of now (`version` or
+        later), unless the vectors are too large: then none, marked with `version`."""
         rows = await table.count_rows()
-        dimension = (await table.schema()).field(VECTOR_COLUMN).type.list_size
+        schema = await table.schema()
+        dimension = schema.field(VECTOR_COLUMN).type.list_size
         if rows * dimension * 4 > KEPT_VECTORS_MAX_BYTES:
             return cls(version, pa.table({}), None)
-        read_version, data = await every_row(table, [*columns, VECTOR_COLUMN])
-        hit_columns = data.drop_columns([VECTOR_COLUMN]).combine_chunks()
-        return cls(read_version, hit_columns, vector_matrix(data))
+        analysed = [SEARCH_TEXT_COLUMN] if SEARCH_TEXT_COLUMN in schema.names else []
+        read_version, data = await every_row(table, [*columns, *analysed, VECTOR_COLUMN])
+        ids = data.column("_rowid").to_numpy()
+        order = np.argsort(ids, kind="stable")
+        return cls(
+            read_version,
+            data.select(columns).combine_chunks(),
+            vector_matrix(data),
+            data.column(SEARCH_TEXT_COLUMN) if analysed else None,
+            ids[order],
+            order,
+        )
 
     def nearest(self, vector: np.ndarray, limit: int) -> list[Hit]:
         """Up to `limit` chunks nearest to `vector` by cosine similarity, best first."""
@@ -66,5 +84,30 @@ class KeptChunks:
         else:
             top = np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]
-        rows = self.columns.take(pa.array(top)).to_pylist()
-        return [Hit.from_row(row, float(scores[i])) for row, i in zip(rows, top, strict=True)]
+        return self.hits(top, scores[top])
+
+    def positions(self, row_ids: np.ndarray) -> np.ndarray | None:
+        """The copy's rows with these ids, in order; None where the copy lacks one."""
+        if self.row_ids is None or self.order is None:
+            return None
+        if not len(self.row_ids):
+            return None if len(row_ids) else np.zeros(0, np.int64)
+        at = np.minimum(np.searchsorted(self.row_ids, row_ids), len(self.row_ids) - 1)
+        if not np.array_equal(self.row_ids[at], row_ids):
+            return None
+        return self.order[at]
+
+    def hits(self, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
+        """Hits of the copy's `rows`, with their scores."""
+        found = self.columns.take(pa.array(rows, pa.int64())).to_pylist()
+        return [Hit.from_row(row, float(score)) for row, score in zip(found, scores, strict=True)]
+
+    def vectors_of(self, rows: np.ndarray) -> list[np.ndarray]:
+        """The vectors of the copy's `rows`."""
+        assert self.vectors is not None
+        return list(self.vectors[rows])
+
+    def analysed(self, rows: np.ndarray) -> list[str]:
+        """The analysed text of the copy's `rows` (the full-text column)."""
+        assert self.search_text is not None
+        return self.search_text.take(pa.array(rows, pa.int64())).to_pylist()

@@ -46,7 +46,7 @@ from functools import cache
 import numpy as np
 from lancedb.table import AsyncTable
 
-from tasks.dataset.chunk_store import async_table, matching_rows, nearest_rows
+from tasks.dataset.chunk_store import async_table, matching_row_ids, matching_rows, nearest_rows
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN, Fingerprint
@@ -306,8 +306,7 @@ class Searcher:
         """Up to `limit` hits in `mode`, each at or above `min_score` (see the module doc),
         from the lists in `lists` where they were started already."""
         if mode == "fts":
-            work = _text_hits(scope.table, scope.columns, scope.where, text, limit)
-            return _above(query_loop.run(work), min_score)
+            return _above(query_loop.run(scope.text_hits(text, limit)), min_score)
         assert vector is not None
         if mode == "vector":
             return self._by_vector(scope, text, vector, limit, min_score, lists.vector)[:limit]
@@ -364,6 +363,14 @@ class Searcher:
         ]
 
         async def search() -> TextList:
+            kept = await scope.kept_text_list(text, limit)
+            if kept is not None and scope.kept is not None:
+                at, scores = kept
+                return TextList(
+                    scope.kept.hits(at, scores),
+                    scope.kept.analysed(at) if terms else [],
+                    scope.kept.vectors_of(at) if floor else [],
+                )
             rows = await matching_rows(scope.table, text, columns, scope.where, limit)
             return TextList(
                 [Hit.from_row(row, row["_score"]) for row in rows],
@@ -397,6 +404,24 @@ class Scope:
     async def vector_hits(self, vector: np.ndarray, limit: int) -> list[Hit]:
         """LanceDB's `limit` chunks nearest to `vector`."""
         return await _vector_hits(self.table, self.columns, self.where, vector, limit)
+
+    async def text_hits(self, text: str, limit: int) -> list[Hit]:
+        """Up to `limit` chunks by BM25, best first: their rows from the kept chunks where
+        the searcher keeps them all, else LanceDB's."""
+        kept = await self.kept_text_list(text, limit)
+        if kept is not None and self.kept is not None:
+            return self.kept.hits(*kept)
+        return await _text_hits(self.table, self.columns, self.where, text, limit)
+
+    async def kept_text_list(self, text: str, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The full-text list as (rows of the kept chunks, BM25 scores), best first; None
+        where the searcher keeps no chunks (or a filter applies), or the copy lacks a row
+        (one written since it was read: LanceDB's rows answer)."""
+        if self.kept is None or not self.kept.kept or self.kept.search_text is None:
+            return None
+        ids, scores = await matching_row_ids(self.table, text, limit)
+        rows = self.kept.positions(ids)
+        return None if rows is None else (rows, scores)
 
 
 @dataclass
