@@ -124,3 +124,44 @@ def test_a_dataset_of_the_previous_default_still_answers(prefect_backend, tmp_pa
     assert searcher.fusion() is ENGLISH_FUSION
     hits = searcher.search("What causes a volcano to erupt?", SearchParams(k=1))
     assert hits[0].doc_id == "en/volcano.md"
+
+
+class _CountingEncoder:
+    """An encoder that records the texts it is asked to encode."""
+
+    def __init__(self, inner):
+        self.inner, self.info, self.asked = inner, inner.info, []
+
+    def encode(self, texts):
+        self.asked.append(list(texts))
+        return self.inner.encode(texts)
+
+
+def test_sentence_vectors_are_kept_by_sentence_so_shared_ones_are_encoded_once(
+    multilingual_index,
+):
+    """The cross-script re-scoring keeps sentence vectors by sentence: two chunks that share
+    a sentence (overlapping chunks do) encode it once, a later chunk only its new sentences;
+    the bonus is the one a fresh process gives."""
+    from tasks.embed.dual_backend import DualEmbedder, DualQuestions
+
+    documents = Searcher(Dataset(multilingual_index)).embedder().documents
+    counting = _CountingEncoder(documents.multilingual)
+    rescorer = DualQuestions(DualEmbedder(documents.english, counting))
+    question = "蜜蜂如何跳舞？"
+    rescorer.encode([question])
+    counting.asked.clear()
+    first = [
+        "Bees dance in the hive. The hive is warm.",
+        "Bees dance in the hive. Flowers are far.",
+    ]
+    bonus = rescorer.cross_script_bonus(question, first)
+    assert counting.asked == [["Bees dance in the hive.", "The hive is warm.", "Flowers are far."]]
+    later = rescorer.cross_script_bonus(question, ["Bees dance in the hive. Ants march."])
+    assert counting.asked[1:] == [["Ants march."]]
+    fresh = DualQuestions(documents)
+    assert bonus == pytest.approx(fresh.cross_script_bonus(question, first), abs=1e-5)
+    assert later == pytest.approx(
+        fresh.cross_script_bonus(question, ["Bees dance in the hive. Ants march."]), abs=1e-5
+    )
+    assert bonus.min() > 0 and later[0] > 0

@@ -680,3 +680,26 @@ def test_a_full_text_row_newer_than_the_kept_copy_comes_from_lancedb(tmp_path):
     assert {hit.doc_id for hit in found} == {"old.md", "new.md"}
     new_hit = next(hit for hit in found if hit.doc_id == "new.md")
     assert new_hit.text == chunks[0].text and new_hit.section == chunks[0].section
+
+
+def test_kept_hit_fields_are_bounded_and_give_the_same_hits(tmp_path, monkeypatch):
+    """The kept copy keeps the fields of rows it made hits of, at most FIELDS_KEPT; past that
+    it starts again, and every search gives the hits it gave before."""
+    from tasks.search import kept_chunks
+
+    uri = str(tmp_path / "index")
+    build_index(
+        uri, [document(f"{name}.md", [(name, f"{name} zebra crossing")]) for name in "abcdef"]
+    )
+    searcher = Searcher(Dataset(uri), keep_vectors=True)
+    params = SearchParams(k=6, mode="vector")
+    first = searcher.search("zebra", params)
+    kept = searcher.kept_chunks()
+    assert kept is not None and len(kept._fields) == 6
+    monkeypatch.setattr(kept_chunks, "FIELDS_KEPT", 4)
+    again = searcher.search("zebra", params)  # all six known: nothing read, nothing cleared
+    assert again == first and len(kept._fields) == 6
+    kept._fields.pop(next(iter(kept._fields)))  # one row to read again: 6 > 4, so clear first
+    kept._fields[99] = {}  # a row no search of this table shows: cleared with the rest
+    assert searcher.search("zebra", params) == first
+    assert sorted(kept._fields) == [0, 1, 2, 3, 4, 5]

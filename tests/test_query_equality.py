@@ -178,3 +178,20 @@ def test_the_reference_sees_cross_script_rescoring_and_both_lists(searcher):
     rescored = reference_search(searcher, [chinese], SearchParams(k=20, mode="vector"))[0]
     cosine = {row["chunk_id"]: 1.0 - row["_distance"] for row in plain}
     assert any(hit.score > cosine[hit.chunk_id] + 1e-3 for hit in rescored)
+
+
+@pytest.mark.parametrize("mode", [None, "vector"])
+def test_a_batch_of_several_blocks_equals_its_questions_one_at_a_time(searcher, mode):
+    """A batch longer than two blocks of LISTS_AHEAD (its vector lists made a block at a
+    time, in one product where the searcher keeps the chunks) gives each question the hits
+    it gets alone."""
+    from tasks.search.searcher import LISTS_AHEAD
+
+    questions = (QUESTIONS * (2 * LISTS_AHEAD // len(QUESTIONS) + 2))[: 2 * LISTS_AHEAD + 3]
+    params = SearchParams(k=5, mode=mode)
+    # A question's vector made in a batch differs from the one made alone by about 1e-7,
+    # which hybrid's standardised scores scale up.
+    tolerance = 1e-5
+    alone = {question: searcher.search(question, params) for question in QUESTIONS}
+    for question, hits in zip(questions, searcher.search_many(questions, params), strict=True):
+        assert_same_hits(hits, alone[question], tolerance)

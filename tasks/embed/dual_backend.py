@@ -69,7 +69,11 @@ _HALF = 1.0 / math.sqrt(2.0)
 # candidates it reads, and the weight of the best sentence's cosine.
 CROSS_SCRIPT_DEPTH = 20
 BEST_SENTENCE_WEIGHT = 0.5
-SENTENCE_CACHE_TEXTS = 2048  # chunk texts whose sentence vectors a process keeps (~40 MB)
+# Sentences whose multilingual vectors a process keeps (2 KB each: 32 MB), by sentence, not
+# by chunk: overlapping chunks, and a chunk written again with one paragraph changed, share
+# most of theirs.
+SENTENCE_CACHE = 16_384
+CHUNK_SCRIPT_CACHE = 4_096  # candidate chunks whose script group a process keeps
 # Questions whose multilingual vectors the re-scoring reuses: the last ones encoded, alone or
 # in a batch (2 MB; a searcher embeds a batch in slices smaller than this).
 ASKED_QUESTIONS = 1024
@@ -83,7 +87,7 @@ def reads_english(text: str) -> bool:
     return language_group(text) in _ENGLISH_GROUPS
 
 
-@lru_cache(maxsize=SENTENCE_CACHE_TEXTS)
+@lru_cache(maxsize=CHUNK_SCRIPT_CACHE)
 def _chunk_reads_english(text: str) -> bool:
     """`reads_english` of a candidate chunk, kept for the most recent ones like their sentence
     vectors (a script count reads every character of a chunk)."""
@@ -128,16 +132,19 @@ class DualEmbedder:
         other: tuple[float, float],
         multilingual: np.ndarray | None = None,
         english: np.ndarray | None = None,
+        reads: np.ndarray | None = None,
     ) -> np.ndarray:
         """Each text's [English part | multilingual part | slot], weighted (English,
         multilingual, slot) for a text that `reads_english`, else (0, multilingual, slot);
         `multilingual`: the texts' multilingual vectors, `english`: the English vectors of
-        the texts that read English, in order, where the caller encoded them."""
+        the texts that read English, in order, where the caller encoded them; `reads`: which
+        texts read English, where the caller knows."""
         vectors = np.zeros((len(texts), self.info.dimension), np.float32)
         if not texts:
             return vectors
         d1, d2 = self._d1, self._d2
-        reads = np.array([reads_english(text) for text in texts])
+        if reads is None:
+            reads = np.array([reads_english(text) for text in texts], bool)
         vectors[:, d1 : d1 + d2] = (
             self.multilingual.encode(texts) if multilingual is None else multilingual
         )
@@ -167,8 +174,8 @@ class DualQuestions:
     def __init__(self, documents: DualEmbedder):
         self.documents = documents
         self.info = documents.info
-        # chunk text → its sentences' multilingual vectors, for the most recent
-        # SENTENCE_CACHE_TEXTS: a warm process re-scores chunks it has seen without encoding
+        # sentence → its multilingual vector, for the most recent SENTENCE_CACHE: a warm
+        # process re-scores chunks it has seen without encoding them again
         self._sentence_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         # question → its multilingual vector, for the last ASKED_QUESTIONS encoded: the
         # re-scoring reads the vector the question's embedding made instead of encoding again
@@ -181,7 +188,8 @@ class DualQuestions:
         # The English part of the Latin questions runs on a second thread beside the
         # multilingual one (both release the GIL for most of their work): an English
         # question's embedding in about the time of the slower model instead of both.
-        latin = [text for text in texts if reads_english(text)]
+        reads = np.array([reads_english(text) for text in texts], bool)
+        latin = [text for text, english in zip(texts, reads, strict=True) if english]
         english = self._side_pool().submit(self.documents.english.encode, latin) if latin else None
         # Kept for `cross_script_bonus` (a question's vector made in a batch differs from the
         # one made alone by about 1e-7).
@@ -198,6 +206,7 @@ class DualQuestions:
             other=(1.0, 0.0),
             multilingual=multilingual,
             english=None if english is None else english.result(),
+            reads=reads,
         )
 
     def _side_pool(self) -> ThreadPoolExecutor:
@@ -225,25 +234,23 @@ class DualQuestions:
         return bonus
 
     def _sentences_of(self, texts: list[str], rows: list[int]) -> list[np.ndarray]:
-        """The sentence vectors of texts[i] for each i in `rows`: cached, or encoded in one
-        batch and cached."""
+        """The sentence vectors of texts[i] for each i in `rows`, a matrix per text: each
+        sentence's cached vector, or encoded with the other missing ones in one batch."""
+        parts = [sentences(texts[i]) for i in rows]
         with self._cache_lock:
             cache = self._sentence_vectors
-            known = {texts[i]: cache[texts[i]] for i in rows if texts[i] in cache}
-        missing = list(dict.fromkeys(texts[i] for i in rows if texts[i] not in known))
+            known = {s: cache[s] for part in parts for s in part if s in cache}
+        missing = list(dict.fromkeys(s for part in parts for s in part if s not in known))
         if missing:
-            parts = [sentences(text) for text in missing]
-            flat = self.documents.multilingual.encode([s for part in parts for s in part])
-            ends = np.cumsum([len(part) for part in parts])
-            for text, matrix in zip(missing, np.split(flat, ends[:-1]), strict=True):
-                known[text] = matrix
+            encoded = self.documents.multilingual.encode(missing)
+            known.update(zip(missing, [row.copy() for row in encoded], strict=True))  # no views
         with self._cache_lock:
-            for text, matrix in known.items():
-                cache[text] = matrix
-                cache.move_to_end(text)
-            while len(cache) > SENTENCE_CACHE_TEXTS:
+            for sentence, vector in known.items():
+                cache[sentence] = vector
+                cache.move_to_end(sentence)
+            while len(cache) > SENTENCE_CACHE:
                 cache.popitem(last=False)
-        return [known[texts[i]] for i in rows]
+        return [np.stack([known[s] for s in part]) for part in parts]
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return self.documents.count_tokens(texts)

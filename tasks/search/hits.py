@@ -45,9 +45,14 @@ class Hit:
 
     @classmethod
     def from_row(cls, row: dict[str, Any], score: float) -> Hit:
+        return cls(**cls.fields_of(row), score=round(score, 6))
+
+    @staticmethod
+    def fields_of(row: dict[str, Any]) -> dict[str, Any]:
+        """The fields a row gives a hit (all but the score): Hit(**fields, score=...)."""
         values: dict[str, Any] = {name: row.get(name) for name in HIT_COLUMNS}
         values["authors"] = list(values["authors"] or ())
-        return cls(**values, score=round(score, 6))
+        return values
 
     def rescored(self, score: float) -> Hit:
         """The same hit (found_by included) with another score."""

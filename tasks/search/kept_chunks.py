@@ -21,7 +21,8 @@ KEPT_VECTORS_MAX_BYTES (there the vector index answers).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +37,10 @@ from tasks.search.hits import Hit
 # grows with the rows faster than the vector index's search: at 100,000 chunks it took 29.8
 # ms against the index's 31.6, for 360 MiB (benchmarks/RESULTS.md, "Issue 24").
 KEPT_VECTORS_MAX_BYTES = 256 * 2**20
+# Rows whose hit fields (their columns as Python values) a copy keeps once a hit showed them:
+# a list's 50 rows taken from the Arrow columns cost about 1.5 ms, made from kept fields a
+# third of that. About 2 KB a row, so at most ~40 MB.
+FIELDS_KEPT = 20_000
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class KeptChunks:
     search_text: pa.ChunkedArray | None = None  # the analysed text, where the table has it
     row_ids: np.ndarray | None = None  # the rows' ids, sorted
     order: np.ndarray | None = None  # row_ids[k] is the id of `columns` row order[k]
+    # row → its hit's fields, for the rows hits were made of (up to FIELDS_KEPT)
+    _fields: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def kept(self) -> bool:
@@ -77,14 +84,22 @@ class KeptChunks:
 
     def nearest(self, vector: np.ndarray, limit: int) -> list[Hit]:
         """Up to `limit` chunks nearest to `vector` by cosine similarity, best first."""
+        return self.nearest_each(vector[np.newaxis], limit)[0]
+
+    def nearest_each(self, vectors: np.ndarray, limit: int) -> list[list[Hit]]:
+        """`nearest` for each row of `vectors`, in one product: a batch reads the kept
+        vectors once per block of questions instead of once per question."""
         assert self.vectors is not None
-        scores = self.vectors @ vector.astype(np.float32, copy=False)
-        if limit < len(scores):
-            top = np.argpartition(-scores, limit - 1)[:limit]
-        else:
-            top = np.arange(len(scores))
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return self.hits(top, scores[top])
+        products = self.vectors @ vectors.astype(np.float32, copy=False).T
+        found = []
+        for scores in products.T:
+            if limit < len(scores):
+                top = np.argpartition(-scores, limit - 1)[:limit]
+            else:
+                top = np.arange(len(scores))
+            top = top[np.argsort(-scores[top], kind="stable")]
+            found.append(self.hits(top, scores[top]))
+        return found
 
     def positions(self, row_ids: np.ndarray) -> np.ndarray | None:
         """The copy's rows with these ids, in order; None where the copy lacks one."""
@@ -99,8 +114,19 @@ class KeptChunks:
 
     def hits(self, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
         """Hits of the copy's `rows`, with their scores."""
-        found = self.columns.take(pa.array(rows, pa.int64())).to_pylist()
-        return [Hit.from_row(row, float(score)) for row, score in zip(found, scores, strict=True)]
+        fields = self._fields
+        at = rows.tolist()
+        missing = [row for row in dict.fromkeys(at) if row not in fields]
+        if missing:  # read from the columns once, then kept (a list's rows recur)
+            if len(fields) + len(missing) > FIELDS_KEPT:
+                fields.clear()
+                missing = list(dict.fromkeys(at))
+            taken = self.columns.take(pa.array(missing, pa.int64())).to_pylist()
+            fields.update(zip(missing, map(Hit.fields_of, taken), strict=True))
+        return [
+            Hit(**fields[row], score=round(float(score), 6))
+            for row, score in zip(at, scores, strict=True)
+        ]
 
     def vectors_of(self, rows: np.ndarray) -> list[np.ndarray]:
         """The vectors of the copy's `rows`."""

@@ -216,8 +216,9 @@ class Searcher:
 
     def search_many(self, texts: list[str], params: SearchParams) -> list[list[Hit]]:
         """Hits for each text. The texts are embedded EMBED_SLICE at a time, in hybrid mode
-        while their first full-text lists are searched; the lists of the next LISTS_AHEAD
-        texts are searched while one is ranked."""
+        while their first full-text lists are searched; the lists of the next block of
+        LISTS_AHEAD texts are searched while one block is ranked (the vector lists of a
+        block from the kept chunks in one product)."""
         mode = self.resolve_mode(params.mode)
         scorer = cross_encoder(params.rerank) if params.rerank else None  # fails before embedding
         scope = self._scope(search_filter(self.dataset, params))
@@ -242,15 +243,19 @@ class Searcher:
                 lists = started.setdefault(i, Started())
                 if mode == "hybrid":
                     lists.text = self._start_text_list(scope, texts[i], text_depth, floor)
-            for i in ahead:
-                if mode != "fts":
-                    started[i].vector = scope.start_vector_hits(vector_of(i), vector_depth)
+            if mode != "fts":
+                vectors = [vector_of(i) for i in ahead]
+                for i, hits in zip(
+                    ahead, scope.start_vector_lists(vectors, vector_depth), strict=True
+                ):
+                    started[i].vector = hits
 
         try:
             start(0, LISTS_AHEAD)
             results = []
             for i, text in enumerate(texts):
-                start(i + LISTS_AHEAD, i + LISTS_AHEAD + 1)
+                if i % LISTS_AHEAD == 0:  # the next block, while this one is ranked
+                    start(i + LISTS_AHEAD, i + 2 * LISTS_AHEAD)
                 vector = vectors.pop(i, None)
                 lists = started.pop(i)
                 results.append(self._search_one(scope, text, vector, mode, params, scorer, lists))
@@ -395,11 +400,17 @@ class Scope:
     def start_vector_hits(self, vector: np.ndarray, limit: int) -> Future[list[Hit]]:
         """The `limit` chunks nearest to `vector`: from the kept chunks at once where the
         searcher keeps them, else a LanceDB search started on the query loop."""
-        if self.kept is not None and self.kept.kept:
-            done: Future[list[Hit]] = Future()
-            done.set_result(self.kept.nearest(vector, limit))
-            return done
-        return query_loop.submit(self.vector_hits(vector, limit))
+        return self.start_vector_lists([vector], limit)[0]
+
+    def start_vector_lists(self, vectors: list[np.ndarray], limit: int) -> list[Future[list[Hit]]]:
+        """`start_vector_hits` of each vector; from the kept chunks, in one product."""
+        if self.kept is None or not self.kept.kept:
+            return [query_loop.submit(self.vector_hits(vector, limit)) for vector in vectors]
+        done: list[Future[list[Hit]]] = []
+        for hits in self.kept.nearest_each(np.stack(vectors), limit) if vectors else []:
+            done.append(Future())
+            done[-1].set_result(hits)
+        return done
 
     async def vector_hits(self, vector: np.ndarray, limit: int) -> list[Hit]:
         """LanceDB's `limit` chunks nearest to `vector`."""
