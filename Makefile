@@ -31,8 +31,10 @@ lint: install
 	$(PY) -m mypy
 
 # The whole suite: lint, then every test (real model, real Prefect, real LanceDB).
+# Two workers, a test file each (module fixtures built once): 16 minutes on one, 11 on two
+# (2-core machine; benchmarks/RESULTS.md, "The test suite").
 test: lint
-	$(PY) -m pytest --durations=30
+	$(PY) -m pytest -n 2 --dist loadfile --durations=30
 
 # The quick loop while changing code: no model, no Prefect server (about a minute).
 test-fast: install
