@@ -32,8 +32,9 @@ from tasks.dataset.chunk_store import every_row, vector_matrix
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.search.hits import Hit
 
-# The most memory a searcher spends on the vectors (the hits' columns add their text, about
-# a tenth more): about 75,000 chunks of the default model's 897-d vectors. The product's time
+# The most memory a searcher spends on the vectors (the hits' columns and the analysed text
+# add about a third more: 3.6 KB of vector, 0.8 KB of columns and 0.4 KB of analysed text a
+# chunk of data/sample): about 75,000 chunks of the default model's 897-d vectors. The product's time
 # grows with the rows faster than the vector index's search: at 100,000 chunks it took 29.8
 # ms against the index's 31.6, for 360 MiB (benchmarks/RESULTS.md, "Issue 24").
 KEPT_VECTORS_MAX_BYTES = 256 * 2**20
