@@ -34,9 +34,10 @@ from tasks.search.hits import Hit
 
 # The most memory a searcher spends on the vectors (the hits' columns and the analysed text
 # add about a third more: 3.6 KB of vector, 0.8 KB of columns and 0.4 KB of analysed text a
-# chunk of data/sample): about 75,000 chunks of the default model's 897-d vectors. The product's time
-# grows with the rows faster than the vector index's search: at 100,000 chunks it took 29.8
-# ms against the index's 31.6, for 360 MiB (benchmarks/RESULTS.md, "Issue 24").
+# chunk of data/sample): about 75,000 chunks of the default model's 897-d vectors. The
+# product's time grows with the rows faster than the vector index's search: at 100,000
+# chunks it took 29.8 ms against the index's 31.6, for 360 MiB (benchmarks/RESULTS.md,
+# "Issue 24").
 KEPT_VECTORS_MAX_BYTES = 256 * 2**20
 # Rows whose hit fields (their columns as Python values) a copy keeps once a hit showed them:
 # a list's 50 rows taken from the Arrow columns cost about 1.5 ms, made from kept fields a

@@ -63,8 +63,9 @@ from tasks.search.rerank import PairScorer, cross_encoder, rerank
 from tasks.text import analysis
 
 PER_DOC_OVERFETCH = 5  # chunks fetched per wanted document with per_doc, grown as needed
-# A batch's questions whose lists are searched ahead of the question being ranked (each
-# holds up to fusion depth hits per list in memory until its question's turn).
+# A block of a batch's questions: the lists of the next block are searched while one is
+# ranked (each question holds up to fusion depth hits per list in memory until its turn),
+# its vector lists from the kept chunks in one product.
 LISTS_AHEAD = 16
 # A batch's questions embedded at once: enough for the encoders' batching, few enough to keep
 # memory flat and the vectors within the question encoder's cache (ASKED_QUESTIONS in
