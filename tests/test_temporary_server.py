@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -53,6 +54,54 @@ from prefect.settings import get_current_settings
 print(first == taken.getsockname()[1], server.port != first)
 print(get_current_settings().api.url == f"{server.address}/api")
 """
+
+
+KILLED_PROBE = """
+import time
+from flows import temporary_server
+
+server = temporary_server.start()
+server.wait_until_ready()
+print(server.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_command_killed_by_sigkill_takes_its_server_with_it(tmp_path):
+    """`atexit` never runs in a command killed by SIGKILL (a watcher stopped by kill -9, the
+    OOM killer): the server still stops, on the signal Linux sends when its parent dies."""
+    import psutil
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    command = subprocess.Popen(
+        [sys.executable, "-c", KILLED_PROBE],
+        cwd=ROOT,
+        env={**env, "PREFECT_HOME": str(tmp_path / "prefect")},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert command.stdout is not None
+        server = psutil.Process(int(command.stdout.readline()))
+        assert server.status() != psutil.STATUS_ZOMBIE
+    finally:
+        command.kill()
+        command.wait()
+
+    def running() -> bool:
+        try:
+            return server.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 30
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if running():
+        server.kill()
+        pytest.fail("the server outlived the command that started it")
 
 
 @pytest.mark.integration
@@ -137,7 +186,7 @@ def test_block_types_are_left_unregistered_unless_the_user_says_otherwise(monkey
     a prefect.toml of the working directory)."""
     launched: list[dict[str, str]] = []
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(subprocess, "Popen", lambda command, env: launched.append(env))
+    monkeypatch.setattr(subprocess, "Popen", lambda command, env, **_: launched.append(env))
     monkeypatch.setenv("PREFECT_API_URL", "http://unused/api")  # _launch points it at the server
     for name in temporary_server.REGISTER_BLOCKS:
         monkeypatch.delenv(name, raising=False)
