@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from hashlib import sha256
+
 import numpy as np
 
-from tasks.core.records import sha256_hex
 from tasks.embed.base import ModelInfo
 from tasks.embed.registry import Backend, register
 
@@ -24,15 +25,16 @@ class HashEmbedder:
     def _vector(self, text: str) -> np.ndarray:
         dimension = self.info.dimension
         vector = np.zeros(dimension, dtype=np.float32)
-        # Words, plus the whole text so that texts differing only in spacing still differ.
-        index = 0
-        for token in [*text.lower().split(), "\x00" + text]:
-            digest = bytes.fromhex(sha256_hex(token))
-            index = int.from_bytes(digest[:4], "little") % dimension
-            vector[index] += 1.0 if digest[4] & 1 else -1.0
+        # Words, plus the whole text so that texts differing only in spacing still differ:
+        # each adds ±1 at a slot, both drawn from the sha256 of its UTF-8 bytes.
+        digests = [
+            sha256(token.encode()).digest() for token in [*text.lower().split(), "\x00" + text]
+        ]
+        slots = [int.from_bytes(digest[:4], "little") % dimension for digest in digests]
+        np.add.at(vector, slots, [1.0 if digest[4] & 1 else -1.0 for digest in digests])
         norm = float(np.linalg.norm(vector))
         if norm == 0:  # signed hits cancelled out: fall back to the whole text's slot
-            vector[index] = 1.0
+            vector[slots[-1]] = 1.0
             norm = 1.0
         return vector / norm
 
