@@ -193,6 +193,58 @@ def test_a_parser_process_that_dies_costs_only_its_file(tmp_path):
     assert fine.status == "indexed", "a fresh parser process took over"
 
 
+def test_files_sent_ahead_of_a_dying_parser_go_to_a_fresh_one(tmp_path):
+    """A worker gets the next file before it answers the current one (AHEAD): when it dies
+    on a file or overruns it, only that file fails; the file sent after it is parsed by a
+    fresh process, and every file keeps its number."""
+    shutil.copyfile(SAMPLE / "r-manuals" / "R-data.pdf", tmp_path / "slow.pdf")
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n\nStill indexed.", "utf-8")
+    sources = {f.doc_id: f for f in discover(tmp_path).files}
+    order = ["a.md", "slow.pdf", "b.md", "c.md"]
+    worker = ParseWorker()
+    worker.start()
+    assert worker._process is not None
+    threading.Timer(0.5, worker._process.kill).start()  # dies while it parses slow.pdf
+    files = iter(enumerate(sources[name] for name in order))
+    crashed = worker.load_run(files.__next__, ReadOptions(), timeout=600, files=10)
+    timed_out = worker.load_run(
+        iter(enumerate(sources[name] for name in order)).__next__,
+        ReadOptions(),
+        timeout=0.5,
+        files=10,
+    )
+    for run, reason in ((crashed, Reason.PARSE_CRASH), (timed_out, Reason.PARSE_TIMEOUT)):
+        assert [number for number, _ in run] == [0, 1, 2, 3]
+        assert [doc.doc_id for _, doc in run] == order
+        assert run[1][1].reason == reason, run[1][1].error
+        assert [doc.status for _, doc in run if doc.doc_id != "slow.pdf"] == ["indexed"] * 3
+
+
+def test_results_queued_in_the_pipe_are_each_read_whole(tmp_path, monkeypatch):
+    """With files sent ahead, results queue up in the pipe while the parent is busy (here:
+    a pause after each request): each is read whole and none is mistaken for a timeout (a
+    buffered reader once took two results at once, and `select` then waited for the second
+    as if it had not come)."""
+    from tasks.ingest import parse_worker
+
+    send = parse_worker._send
+
+    def send_then_pause(*args):
+        send(*args)
+        time.sleep(0.05)  # the worker answers the files sent so far meanwhile
+
+    monkeypatch.setattr(parse_worker, "_send", send_then_pause)
+    for i in range(20):
+        (tmp_path / f"note{i:03d}.md").write_text(f"# Note {i}\n\nText {i}.", "utf-8")
+    sources = list(discover(tmp_path).files)
+    worker = ParseWorker()
+    worker.start()
+    run = worker.load_run(iter(enumerate(sources)).__next__, ReadOptions(), 2, len(sources))
+    assert [number for number, _ in run] == list(range(len(sources)))
+    assert all(doc.status == "indexed" for _, doc in run), {doc.error for _, doc in run}
+
+
 def test_a_pool_of_parser_processes_loads_a_batch_side_by_side_in_order(tmp_path):
     for i in range(6):
         (tmp_path / f"doc{i}.md").write_text(f"# Doc {i}\n\nBody of document {i}.", "utf-8")
