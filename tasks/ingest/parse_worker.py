@@ -160,6 +160,7 @@ def _receive(process: subprocess.Popen[bytes], timeout: float) -> Any:
 
 
 def _read_exactly(fd: int, size: int, deadline: float) -> bytes:
+    """`size` bytes from the pipe `fd` by `deadline` (TimeoutError), or EOFError."""
     parts: list[bytes] = []
     missing = size
     while missing:
