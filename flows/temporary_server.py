@@ -22,19 +22,15 @@ Two things Prefect's server does at start are left out, as they made most of its
 from __future__ import annotations
 
 import atexit
-import ctypes
 import importlib.util
 import os
 import random
 import shutil
-import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
@@ -52,7 +48,16 @@ REGISTER_BLOCKS = {
     "PREFECT_SERVER_REGISTER_BLOCKS_ON_START",
     "PREFECT_API_BLOCKS_REGISTER_ON_START",
 }
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread exits
+# The launcher of `_stopping_with_this_process`: prctl(PR_SET_PDEATHSIG = 1, SIGTERM), then
+# exit if the parent (argv[1]) died before that, else exec the command (argv[2:]). A fresh
+# process rather than subprocess's preexec_fn, which runs Python between fork and exec: that
+# is unsafe beside threads and runs other libraries' fork handlers (LanceDB warns).
+_LAUNCHER = (
+    "import ctypes, os, signal, sys; "
+    "ctypes.CDLL(None).prctl(1, signal.SIGTERM); "
+    "os.getppid() == int(sys.argv[1]) or sys.exit(1); "
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
 STARTUP_FAILURE = 3  # uvicorn's exit status when it cannot start, e.g. the port is taken
 SEEDS = Path(__file__).resolve().parents[1] / ".cache" / "prefect"
 # settings that move Prefect's database away from `prefect.db` in its home
@@ -161,9 +166,7 @@ class TemporaryServer:
         print(f"Starting temporary Prefect server on {self.address}", file=sys.stderr)
         ours = {} if REGISTER_BLOCKS & user_settings(Path.cwd()).keys() else OUR_SERVER_ENV
         env = {**os.environ, **ours, **SERVER_ENV}
-        process = subprocess.Popen(
-            uvicorn_command(self.port), env=env, preexec_fn=_stop_with_parent()
-        )
+        process = subprocess.Popen(_stopping_with_this_process(uvicorn_command(self.port)), env=env)
         os.environ["PREFECT_API_URL"] = f"{self.address}/api"
         return process
 
@@ -207,30 +210,22 @@ class TemporaryServer:
                 self.process.wait()
 
 
-def _stop_with_parent() -> Callable[[], None] | None:
-    """What the server's process runs before uvicorn so that it gets SIGTERM when the command
-    that started it dies, even by SIGKILL (where `atexit` never runs): Linux's
-    PR_SET_PDEATHSIG. None elsewhere (there a killed command leaves its server running)."""
-    # Python code between fork and exec is unsafe beside other threads (a lock one of them
-    # held at the fork stays held): a server relaunched once threads run goes without it.
-    if not sys.platform.startswith("linux") or threading.active_count() > 1:
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the child only calls it
-    parent = os.getpid()
-
-    def stop_with_parent() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the command died before the call: nothing would signal
-            os._exit(1)
-
-    return stop_with_parent
+def _stopping_with_this_process(command: list[str]) -> list[str]:
+    """`command`, started so that it gets SIGTERM when this process dies, even by SIGKILL
+    (where `atexit` never runs): on Linux, a small launcher sets PR_SET_PDEATHSIG and execs
+    the command (the setting survives the exec). Elsewhere `command` as it is (there a
+    killed command leaves its server running). Popen must be called from the thread that
+    outlives the server (the signal follows the thread that started it): the main one."""
+    if not sys.platform.startswith("linux"):
+        return command
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), *command]
 
 
 def start() -> TemporaryServer | None:
     """Start Prefect's temporary API server now, unless an API server is configured or
     Prefect is already imported. It stops when the process exits, after Prefect has sent
     its last logs and events (those are sent before `atexit` functions run), as Prefect's
-    own does; on Linux also when the process is killed (`_stop_with_parent`)."""
+    own does; on Linux also when the process is killed (`_stopping_with_this_process`)."""
     if configured_api_url() is not None or "prefect" in sys.modules:
         return None
     server = TemporaryServer()
