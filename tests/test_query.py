@@ -336,6 +336,19 @@ def test_per_doc_fetches_more_until_k_documents_show(tmp_path):
     assert best_per_doc(plain) == plain[:1]
 
 
+def write_new_document(uri: str) -> list:
+    """Commit "new.md" ("zebra crossing zebra") to the dataset at `uri` as a second run
+    would, finalize included; its chunks."""
+    writer = Dataset(uri)
+    writer.write_batch(
+        [new := document("new.md", [("New", "zebra crossing zebra")])],
+        chunks := split_document(new, SPLIT).chunks,
+        EMBEDDER.encode([chunk.text for chunk in chunks]),
+    )
+    writer.finalize("run-test-2")
+    return chunks
+
+
 @pytest.mark.parametrize("keep_vectors", [False, True], ids=["lancedb-vectors", "kept-vectors"])
 def test_a_searcher_that_follows_writers_sees_each_new_version(tmp_path, keep_vectors):
     """A warm searcher on a dataset opened with a consistency interval (as the service opens
@@ -350,13 +363,7 @@ def test_a_searcher_that_follows_writers_sees_each_new_version(tmp_path, keep_ve
         for mode in MODES:
             hits = searcher.search("zebra crossing", SearchParams(k=5, mode=mode))
             assert "new.md" not in {hit.doc_id for hit in hits}
-    writer = Dataset(uri)
-    writer.write_batch(
-        [new := document("new.md", [("New", "zebra crossing zebra")])],
-        chunks := split_document(new, SPLIT).chunks,
-        EMBEDDER.encode([chunk.text for chunk in chunks]),
-    )
-    writer.finalize("run-test-2")
+    write_new_document(uri)
     if keep_vectors:
         kept = following.kept_chunks()
         assert kept is not None and kept.kept and kept.columns.num_rows == 2
@@ -364,7 +371,7 @@ def test_a_searcher_that_follows_writers_sees_each_new_version(tmp_path, keep_ve
         hits = following.search("zebra crossing", SearchParams(k=5, mode=mode))
         assert hits[0].doc_id == "new.md", mode
         assert "new.md" not in {h.doc_id for h in pinned.search("zebra", SearchParams(mode=mode))}
-    writer.delete(["new.md"])
+    Dataset(uri).delete(["new.md"])
     for mode in MODES:
         hits = following.search("zebra crossing", SearchParams(k=5, mode=mode))
         assert "new.md" not in {hit.doc_id for hit in hits}, mode
@@ -667,13 +674,7 @@ def test_a_full_text_row_newer_than_the_kept_copy_comes_from_lancedb(tmp_path):
     assert scope.kept is not None and scope.kept.kept
     from_copy = query_loop.run(scope.text_hits("zebra", 5))
     assert [hit.doc_id for hit in from_copy] == ["old.md"]
-    writer = Dataset(uri)
-    writer.write_batch(
-        [new := document("new.md", [("New", "zebra crossing zebra")])],
-        chunks := split_document(new, SPLIT).chunks,
-        EMBEDDER.encode([chunk.text for chunk in chunks]),
-    )
-    writer.finalize("run-test-2")
+    chunks = write_new_document(uri)
     ids, _ = query_loop.run(matching_row_ids(scope.table, "zebra", 5))
     assert len(ids) == 2 and scope.kept.positions(ids) is None
     found = query_loop.run(scope.text_hits("zebra", 5))
