@@ -31,10 +31,13 @@ from tasks.text.split import SplitResult
 T = TypeVar("T", covariant=True)
 
 LOAD_AHEAD = 2  # batches loaded ahead of those being embedded
-# The first batch holds at most this many files, the next twice as many, and so on up to
-# batch_size: the model starts on the first few parsed files instead of waiting for a whole
-# batch to parse (the other batches parse meanwhile).
+# The first batch holds at most this many files and MiB, the next twice as many, and so on up
+# to batch_size and batch_mb: the model starts on the first few parsed files instead of
+# waiting for a whole batch to parse (the other batches parse meanwhile). The byte limit
+# matters for slow formats: four PDFs of a few hundred KiB took 17 s to parse before the
+# first forward pass (benchmarks/RESULTS.md, "Whole ingest").
 FIRST_BATCH_FILES = 4
+FIRST_BATCH_MB = 0.25
 
 
 class BatchSettings(Settings):
@@ -44,7 +47,10 @@ class BatchSettings(Settings):
         256, "at most this many files per batch (the first ones hold 4, 8, 16, ...)", ge=1
     )
     batch_mb: float = option(
-        4.0, "at most this many MiB of files per batch; a larger file is a batch of its own", gt=0
+        4.0,
+        "at most this many MiB of files per batch (the first ones 0.25, 0.5, 1, ...); a larger "
+        "file is a batch of its own",
+        gt=0,
     )
 
 
@@ -79,16 +85,18 @@ class Batch:
 
 def file_batches(files: Sequence[SourceFile], settings: BatchSettings) -> list[Batch]:
     """The files in batches of at most `batch_size` files and `batch_mb` MiB, in order; the
-    first batch of at most FIRST_BATCH_FILES files, each next one up to twice as many.
+    first batch of at most FIRST_BATCH_FILES files and FIRST_BATCH_MB MiB, each next one up
+    to twice as many of each.
 
     The byte limit keeps batches of big files small: one batch's chunks are in memory at
     once. The first embed waits for the first batch's parse, hence its smaller size.
     """
-    max_bytes = settings.batch_mb * 2**20
     parts: list[list[SourceFile]] = []
     held = 0
     for source in files:
-        limit = min(settings.batch_size, FIRST_BATCH_FILES << min(max(len(parts) - 1, 0), 30))
+        doublings = min(max(len(parts) - 1, 0), 30)
+        limit = min(settings.batch_size, FIRST_BATCH_FILES << doublings)
+        max_bytes = min(settings.batch_mb, FIRST_BATCH_MB * 2**doublings) * 2**20
         if not parts or len(parts[-1]) >= limit or held + source.size > max_bytes:
             parts.append([])
             held = 0
