@@ -6,7 +6,7 @@ import pytest
 
 from flows.ingest import main
 from tasks.core.records import SourceFile
-from tasks.ingest.pipeline import FIRST_BATCH_FILES, BatchSettings, file_batches
+from tasks.ingest.pipeline import FIRST_BATCH_FILES, FIRST_BATCH_MB, BatchSettings, file_batches
 
 KIB = 1024
 
@@ -35,16 +35,24 @@ def test_the_first_batch_is_small_so_the_model_starts_early_and_the_next_ones_do
 
 
 def test_batches_close_before_the_byte_limit_and_a_big_file_goes_alone():
-    files = sources(300, 500, 400, 2000, 10, 10)
+    files = sources(300, 500, 400, 2000, 10, 10, 600, 300)
     batches = file_batches(files, BatchSettings(batch_size=32, batch_mb=1))
     assert [[s.doc_id for s in batch.files] for batch in batches] == [
-        ["f0.md", "f1.md"],  # 800 KiB; the next 400 would pass 1 MiB
+        ["f0.md"],  # over the first batch's 256 KiB on its own
+        ["f1.md"],  # 500 KiB: the next 400 would pass the second batch's 512
         ["f2.md"],
-        ["f3.md"],  # over the limit on its own
-        ["f4.md", "f5.md"],
+        ["f3.md"],  # over batch_mb on its own
+        ["f4.md", "f5.md", "f6.md", "f7.md"],  # 920 KiB: from the third batch on, batch_mb
     ]
     assert [s for batch in batches for s in batch.files] == files, "every file once, in order"
     assert file_batches([], BatchSettings()) == []
+
+
+def test_the_first_batches_byte_limit_doubles_up_to_batch_mb():
+    """Four PDFs of a few hundred KiB made one first batch: the model waited for all four."""
+    batches = file_batches(sources(*[200] * 12), BatchSettings(batch_size=32, batch_mb=1))
+    assert FIRST_BATCH_MB == 0.25
+    assert [len(batch.files) for batch in batches] == [1, 2, 5, 4]
 
 
 def test_the_command_line_refuses_batch_limits_out_of_bounds(tmp_path, capsys):

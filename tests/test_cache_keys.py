@@ -132,6 +132,16 @@ def test_the_dual_models_key_follows_both_parts(pristine, tmp_path):
     assert changed == {"embed use", "embed dual"}
 
 
+def test_the_load_key_ignores_the_batchs_priority_and_follows_its_files():
+    """Priority changes when a batch gets the parsers, never what it loads."""
+    first = LOAD_CACHE.compute_key(None, {"files": FILES, "settings": LoadSettings()}, {})
+    later = {"files": FILES, "settings": LoadSettings(), "priority": 7}
+    assert LOAD_CACHE.compute_key(None, later, {}) == first
+    changed = [replace(FILES[0], content_hash="h2")]
+    other = {"files": changed, "settings": LoadSettings(), "priority": 7}
+    assert LOAD_CACHE.compute_key(None, other, {}) != first
+
+
 def test_a_reader_edit_changes_the_load_key(pristine, tmp_path):
     changed = changed_keys(pristine, tmp_path, "tasks/ingest/readers/text.py", READER_EDIT)
     assert changed == {"load"}

@@ -223,6 +223,37 @@ def test_parsers_get_every_core_beside_a_model_that_leaves_them_idle(monkeypatch
     assert len(configured.workers()) == 3, "the environment variable wins"
 
 
+def test_an_idle_parser_goes_to_the_earliest_batch_waiting_whoever_asked_first():
+    """Batches load side by side; the first batch's files must not wait behind a later
+    batch's (the model waits for the first batch)."""
+    import threading
+    import time
+
+    from tasks.ingest.parse_worker import IdleWorkers
+
+    idle = IdleWorkers()
+    served: list[int] = []
+
+    def wait_for_a_worker(priority: int) -> None:
+        worker = idle.get(priority)
+        served.append(priority)
+        idle.put(worker)
+
+    waiting = []
+    for priority in (3, 2, 1):  # later batches ask first
+        thread = threading.Thread(target=wait_for_a_worker, args=(priority,))
+        thread.start()
+        waiting.append(thread)
+        deadline = time.monotonic() + 10
+        while len(idle._waiting) < len(waiting) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(idle._waiting) == 3, "all three wait: no worker is idle yet"
+    idle.put(object())  # type: ignore[arg-type]  # one worker, handed on as each is done
+    for thread in waiting:
+        thread.join(timeout=10)
+    assert served == [1, 2, 3]
+
+
 def test_markdown_blocks_equal_those_of_unstructureds_partition_md():
     """The kept Markdown converter (tasks/ingest/elements.py) gives the blocks partition_md
     gives, file after file: nothing of one file (a link reference, a footnote) leaks into

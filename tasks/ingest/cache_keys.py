@@ -229,6 +229,7 @@ class ContentKey(CachePolicy):
     modules: tuple[str, ...] = ()  # the modules that define the step's function
     loaded: LoadedCode = no_loaded_code  # what else it loads for given inputs
     root: Path = PROJECT_ROOT  # where the sources are read (tests point it at a copy)
+    ignored: tuple[str, ...] = ()  # inputs that change how the step runs, never its result
 
     def roots(self, inputs: Mapping[str, Any]) -> tuple[str, ...]:
         return tuple(sorted({*self.modules, *self.loaded(inputs)}))
@@ -241,10 +242,17 @@ class ContentKey(CachePolicy):
         self, task_ctx: Any, inputs: dict[str, Any], flow_parameters: Any, **kwargs: Any
     ) -> str:
         payload: list[Any] = [self.step, code_version(self.roots(inputs), self.root)]
-        payload += [[name, content_token(value)] for name, value in sorted(inputs.items())]
+        payload += [
+            [name, content_token(value)]
+            for name, value in sorted(inputs.items())
+            if name not in self.ignored
+        ]
         return f"{self.step}-{sha256_hex(json.dumps(payload))}"
 
 
-def step_cache(step: str, function: Callable[..., Any], loaded: LoadedCode) -> ContentKey:
-    """The cache policy of the step `step`, computed by `function` (its module is followed)."""
-    return ContentKey(step=step, modules=(function.__module__,), loaded=loaded)
+def step_cache(
+    step: str, function: Callable[..., Any], loaded: LoadedCode, ignored: tuple[str, ...] = ()
+) -> ContentKey:
+    """The cache policy of the step `step`, computed by `function` (its module is followed),
+    whose `ignored` inputs never change its result."""
+    return ContentKey(step=step, modules=(function.__module__,), loaded=loaded, ignored=ignored)

@@ -31,11 +31,15 @@ class LoadSettings(Settings):
         return ReadOptions(self.ocr, OCR_SHARE_OF_TIMEOUT * self.parse_timeout)
 
 
-def load_batch(sources: list[SourceFile], settings: LoadSettings) -> list[Document]:
+def load_batch(
+    sources: list[SourceFile], settings: LoadSettings, priority: int = 0
+) -> list[Document]:
     """Load a batch of files; failures are recorded per document, never raised.
 
     Files over the size limit are not read. With a parse timeout, each file is parsed in the
-    parser processes (tasks/ingest/parse_worker.py), in parallel; one that overruns it is replaced.
+    parser processes (tasks/ingest/parse_worker.py), in parallel; one that overruns it is
+    replaced. Batches loading at once get the parsers lowest `priority` first (it changes
+    when, not what, a batch loads: no part of the step's cache key).
     """
     faults.maybe_fail("load")
     loaded: dict[str, Document] = {}
@@ -50,6 +54,6 @@ def load_batch(sources: list[SourceFile], settings: LoadSettings) -> list[Docume
             to_parse.append(source)
         else:
             loaded[source.doc_id] = load_document(source, settings.read_options())
-    parsed = PARSERS.load_all(to_parse, settings.read_options(), settings.parse_timeout)
+    parsed = PARSERS.load_all(to_parse, settings.read_options(), settings.parse_timeout, priority)
     loaded.update((doc.doc_id, doc) for doc in parsed)
     return [loaded[source.doc_id] for source in sources]

@@ -15,9 +15,10 @@ the workers after the first join).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import os
 import pickle
-import queue
 import select
 import subprocess
 import sys
@@ -195,9 +196,39 @@ def default_parse_workers(model_busy_cores: bool = True) -> int:
     return workers_from_env(WORKERS_ENV, max(1, cores // 2) if model_busy_cores else cores)
 
 
+class IdleWorkers:
+    """The pool's idle workers, handed to the waiting loads lowest `priority` first (then in
+    the order they asked): batches load side by side, and the first batch's files must not
+    wait behind a later batch's (a later batch of PDFs parsed first delayed the first forward
+    pass by seconds: benchmarks/RESULTS.md, "Whole ingest")."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._workers: list[ParseWorker] = []
+        self._waiting: list[tuple[int, int]] = []  # a heap of (priority, ticket)
+        self._tickets = itertools.count()
+
+    def put(self, worker: ParseWorker) -> None:
+        with self._ready:
+            self._workers.append(worker)
+            self._ready.notify_all()
+
+    def get(self, priority: int = 0) -> ParseWorker:
+        with self._ready:
+            mine = (priority, next(self._tickets))
+            heapq.heappush(self._waiting, mine)
+            while not self._workers or self._waiting[0] != mine:
+                self._ready.wait()
+            heapq.heappop(self._waiting)
+            worker = self._workers.pop()
+            if self._workers and self._waiting:
+                self._ready.notify_all()  # the next waiter may take the next idle worker
+            return worker
+
+
 class ParserPool:
     """Parser processes shared by every thread that loads files: each file goes to the next
-    idle worker in service.
+    idle worker in service, lower priorities (earlier batches) first.
 
     The first worker serves from the start (its process starts on first use, or by `start`).
     The others join once their process has started, one after the other in the background,
@@ -210,7 +241,7 @@ class ParserPool:
         self._model_busy_cores = True  # see `serve_model`
         self._lock = threading.Lock()
         self._workers: list[ParseWorker] = []
-        self._idle: queue.SimpleQueue[ParseWorker] = queue.SimpleQueue()
+        self._idle = IdleWorkers()
         self._serving = 0  # workers put in service so far
         self._joining = False  # the others are being started
 
@@ -269,11 +300,16 @@ class ParserPool:
             self._idle.put(worker)
 
     def load_all(
-        self, sources: Sequence[SourceFile], options: ReadOptions, timeout: float
+        self,
+        sources: Sequence[SourceFile],
+        options: ReadOptions,
+        timeout: float,
+        priority: int = 0,
     ) -> list[Document]:
         """The files' documents in order, parsed by as many workers at once as serve. Each
         takes RUN_FILES files at a time from the batch (AHEAD of them in flight), then goes
-        back to the pool, so that batches loaded at the same time share the workers."""
+        back to the pool, so that batches loaded at the same time share the workers; a worker
+        goes to the waiting load of the lowest `priority` first (the batch's number)."""
         if len(sources) > 1:
             self.workers()
             self._join_the_others()
@@ -292,7 +328,7 @@ class ParserPool:
 
         def drain() -> None:
             while not taken_all.is_set():
-                worker = self._idle.get()
+                worker = self._idle.get(priority)
                 try:
                     loaded.update(worker.load_run(take, options, timeout, RUN_FILES))
                 finally:

@@ -91,7 +91,7 @@ def first_forward_pass() -> float | None:
 
 # The cached steps' keys: their inputs' content and the code of the function's module, of what
 # it loads by name (every reader; the model's backends) and of all that these import.
-LOAD_CACHE = step_cache("load", load_batch, every_reader)
+LOAD_CACHE = step_cache("load", load_batch, every_reader, ignored=("priority",))
 SPLIT_CACHE = step_cache("split", split_batch, model_code)
 EMBED_CACHE = step_cache("embed", embed_texts, model_code)
 
@@ -198,7 +198,8 @@ class TaskStages:
 
     def load(self, batch: Batch) -> Future[list[Document]]:
         run = load_task.with_options(task_run_name=f"load{batch.label}")
-        return _OfThisScan(run.submit(list(batch.files), self.load_settings), batch.files)
+        submitted = run.submit(list(batch.files), self.load_settings, priority=batch.number)
+        return _OfThisScan(submitted, batch.files)
 
     def split(self, batch: Batch, documents: list[Document]) -> list[SplitResult]:
         run = split_task.with_options(task_run_name=f"split{batch.label}")
