@@ -84,6 +84,29 @@ def batches(n_files: int, per_batch: int = 1) -> list[Batch]:
     return file_batches(sources(n_files), BatchSettings(batch_size=per_batch))
 
 
+def test_the_first_batch_loads_alone_then_the_next_ones_load_ahead():
+    """The model waits for the first batch: no other batch shares the parsers with it."""
+
+    class Recorded(FakeStages):
+        def load(self, batch: Batch) -> Future:
+            future = super().load(batch)
+            result = future.result
+
+            def recorded_result(timeout: float | None = None) -> list[Document]:
+                self.events.append(f"loaded {batch.number}")
+                return result(timeout)
+
+            future.result = recorded_result  # type: ignore[method-assign]
+            return future
+
+    stages = Recorded()
+    list(run_batches(batches(5), stages, in_flight=1, load_ahead=2))
+    assert stages.events[:5] == ["load 1", "loaded 1", "load 2", "load 3", "split 1"]
+    failing = Recorded(failing={"load": {1}})
+    outcomes = list(run_batches(batches(3), failing, in_flight=1, load_ahead=2))
+    assert [o.error is None for o in outcomes] == [False, True, True], "a failed first load"
+
+
 def test_loads_run_ahead_and_writes_follow_batch_order():
     stages = FakeStages()
     outcomes = list(run_batches(batches(5), stages, in_flight=1, load_ahead=2))

@@ -199,22 +199,30 @@ def run_batches(
     """Run every batch through load → split → embed → write, yielding each batch's outcome.
 
     Loads are submitted up to `in_flight + load_ahead` batches ahead of the batch being
-    split; up to `in_flight` embeds run at once; embedded batches wait here and are written
-    together once `commits` says so, in batch order, so the dataset commits them in the order
-    of the plan. A batch's outcome comes once it is written or has failed (a failed batch can
-    come before batches still waiting for their commit). `clock` times the waits and the steps
-    that run here (stages "load (waiting)", "split", "embed", "write").
+    split, once the first batch has loaded; up to `in_flight` embeds run at once; embedded
+    batches wait here and are written together once `commits` says so, in batch order, so the
+    dataset commits them in the order of the plan. A batch's outcome comes once it is written
+    or has failed (a failed batch can come before batches still waiting for their commit).
+    `clock` times the waits and the steps that run here (stages "load (waiting)", "split",
+    "embed", "write").
     """
     loads: dict[int, Future[list[Document]]] = {}
     embedding: deque[_InFlight] = deque()
     waiting = _Waiting(commits)
+    window = in_flight + load_ahead
     for index, batch in enumerate(batches):
-        for ahead in batches[index : index + in_flight + load_ahead]:
+        # The first batch loads alone: the model waits for it, and batches loading beside it
+        # would share the parsers with it (a later batch of PDFs took the one parser first
+        # and held the first forward pass back by seconds).
+        for ahead in batches[index : index + (window if index else 1)]:
             if ahead.number not in loads and ahead.number >= batch.number:
                 loads[ahead.number] = stages.load(ahead)
         try:
             with clock.timed("load (waiting)"):
                 documents = loads.pop(batch.number).result()
+            if index == 0:  # loaded: the next ones may start
+                for ahead in batches[1:window]:
+                    loads[ahead.number] = stages.load(ahead)
             with clock.timed("split"):
                 splits = stages.split(batch, documents)
             chunks = [chunk for result in splits for chunk in result.chunks]
