@@ -1,5 +1,6 @@
 """A no-change run over a big folder keeps no per-file Prefect state (issue 21): its task runs
-and the results it persists do not depend on how many files the folder holds."""
+and the results it persists do not depend on how many files the folder holds; nor does what
+a first run's flow keeps linked to its task runs."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from uuid import UUID
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from prefect.context import FlowRunContext
 
 from flows.ingest import ingest
+from tasks.dataset.dataset import Dataset
 
 pytestmark = pytest.mark.integration
 
@@ -50,11 +53,24 @@ def task_run_names(flow_run_id: UUID, expected: set[str]) -> list[str]:
 
 
 def test_a_no_change_run_over_2000_files_holds_no_per_file_prefect_state(
-    prefect_backend: Path, tmp_path: Path
+    prefect_backend: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder, uri = write_notes(tmp_path / "notes", FILES), str(tmp_path / "index")
+    linked: list[int] = []
+    finalize = Dataset.finalize
+
+    def counting_finalize(self: Dataset, run_tag: str) -> int:
+        context = FlowRunContext.get()
+        assert context is not None
+        linked.append(len(context.run_results))
+        return finalize(self, run_tag)
+
+    monkeypatch.setattr(Dataset, "finalize", counting_finalize)
     first = ingest(source_dir=str(folder), index_uri=uri, model="hash:64")
     assert first.indexed == FILES and not first.failed
+    # Prefect links each element of a task's returned list to its task run for the whole
+    # flow run; the flow drops those of the loads' documents and the splits' results.
+    assert linked and linked[0] < FILES / 10, linked
     stored = sorted(prefect_backend.rglob("*"))
 
     state = ingest(source_dir=str(folder), index_uri=uri, model="hash:64", return_state=True)

@@ -23,12 +23,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import psutil
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext
 from prefect.utilities.annotations import quote
 
 from tasks.core import faults
@@ -48,6 +49,7 @@ from tasks.text.semantic_split import split_documents_semantic
 from tasks.text.split import SplitResult, SplitSettings, split_documents
 
 T = TypeVar("T")
+ListT = TypeVar("ListT", bound=list[Any])
 
 
 def unwalked(value: T) -> T:
@@ -161,9 +163,23 @@ class _OfThisScan(Future[list[Document]]):
 
     def result(self) -> list[Document]:
         scanned = {source.doc_id: source for source in self.files}
-        return [
-            replace(doc, source=scanned.get(doc.doc_id, doc.source)) for doc in self.loaded.result()
-        ]
+        loaded = forget_links(self.loaded.result())
+        return [replace(doc, source=scanned.get(doc.doc_id, doc.source)) for doc in loaded]
+
+
+def forget_links(result: ListT) -> ListT:
+    """`result`, a task's returned list, no longer linked to its task run by the flow run.
+
+    Prefect links a task's result and each of its elements to the task run for as long as the
+    flow runs (`FlowRunContext.run_results`), to draw the task graph from task inputs it
+    walks. The flow's inputs reach their tasks unwalked, so the links are never read; one per
+    document of every load and split came to about 40 MiB over 100,000 files
+    (benchmarks/RESULTS.md, "Scale on this session's machine")."""
+    context = FlowRunContext.get()
+    if context is not None:
+        for item in (result, *result):
+            context.run_results.pop(id(item), None)
+    return result
 
 
 @dataclass
@@ -203,7 +219,7 @@ class TaskStages:
 
     def split(self, batch: Batch, documents: list[Document]) -> list[SplitResult]:
         run = split_task.with_options(task_run_name=f"split{batch.label}")
-        return run(unwalked(documents), self.split_settings, self.model)
+        return forget_links(run(unwalked(documents), self.split_settings, self.model))
 
     def embed(self, batch: Batch, chunks: list[Chunk]) -> Future[Vectors]:
         """Look up stored vectors here, submit only the new texts to the model."""
