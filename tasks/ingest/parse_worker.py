@@ -200,7 +200,7 @@ class IdleWorkers:
     """The pool's idle workers, handed to the waiting loads lowest `priority` first (then in
     the order they asked): batches load side by side, and the first batch's files must not
     wait behind a later batch's (a later batch of PDFs parsed first delayed the first forward
-    pass by seconds: benchmarks/RESULTS.md, "Whole ingest")."""
+    pass by seconds: benchmarks/RESULTS.md, "The default dual model's cost")."""
 
     def __init__(self) -> None:
         self._ready = threading.Condition()

@@ -35,7 +35,7 @@ LOAD_AHEAD = 2  # batches loaded ahead of those being embedded
 # to batch_size and batch_mb: the model starts on the first few parsed files instead of
 # waiting for a whole batch to parse (the other batches parse meanwhile). The byte limit
 # matters for slow formats: four PDFs of a few hundred KiB took 17 s to parse before the
-# first forward pass (benchmarks/RESULTS.md, "Whole ingest").
+# first forward pass (benchmarks/RESULTS.md, "The default dual model's cost").
 FIRST_BATCH_FILES = 4
 FIRST_BATCH_MB = 0.25
 
