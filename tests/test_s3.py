@@ -132,7 +132,11 @@ def test_upkeep_keeps_versions_and_objects_bounded_on_s3(s3, monkeypatch):
     assert sorted(chunks.tags.list()) == ["run-7", "run-8"]
     assert "search_text" in {column for index in chunks.list_indices() for column in index.columns}
     assert len(chunks.list_versions()) <= 5
-    assert objects[-1] <= max(objects[:3]), objects  # old versions' files are deleted
+    # Old versions' files are deleted: with the cleanup turned off each run added 22 objects
+    # (46 after the first, 202 after the eighth). Versions written just before the oldest
+    # tagged one stay (the cleanup's margin, upkeep._TAG_MARGINS), so on a loaded machine a
+    # few more objects than the first runs' may remain (63 against 60 once under make test).
+    assert objects[-1] <= 1.25 * max(objects[:3]), objects
     dataset.restore("run-7")
     assert [row["text"] for row in _rows(uri)] == ["Edit number 7."]
 
