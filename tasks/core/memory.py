@@ -1,5 +1,5 @@
 """Keep native libraries' heap memory bounded: freed pages go back to the operating system,
-threads share few heap arenas, and Lance reads few fragments ahead.
+threads share few heap arenas, and Lance reads few fragments ahead and keeps small caches.
 
 torch, Arrow and Lance allocate and free large buffers of varying sizes for every batch;
 glibc keeps the freed pages in its arenas, so a long ingest run's RSS kept growing although
@@ -28,6 +28,12 @@ M_ARENA_MAX = -8  # mallopt's parameter number for the arena cap (glibc's malloc
 HEAP_ARENAS = 2  # arenas glibc may create from the cap on (threads then share them)
 READAHEAD_VARIABLE = "LANCE_DEFAULT_FRAGMENT_READAHEAD"
 FRAGMENT_READAHEAD = 1  # fragments a Lance scan reads ahead; the variable, when set, wins
+# Lance's cache of index pages and its cache of table metadata, each, in a bounded process's
+# connections (Lance's defaults are in GiB): through a first run of 100,000 notes they grew
+# with the table, about 60 MiB of the write phase's growth (benchmarks/RESULTS.md, "Scale on
+# this session's machine"); at 32 MiB each the run's stages took as long.
+WRITER_CACHE_BYTES = 32 * 2**20
+_bounded: list[bool] = []  # set by bound_native_memory
 
 
 @cache
@@ -46,10 +52,18 @@ def release_free_memory() -> None:
 
 @cache
 def bound_native_memory() -> None:
-    """Cap glibc's heap arenas and Lance's fragment read-ahead, once per process; call it
-    before the first Lance scan. The ingest flow does, for the writer's sake; searches are
+    """Cap glibc's heap arenas, Lance's fragment read-ahead and the caches of the connections
+    opened after it (`lance_cache_bytes`), once per process; call it before the first Lance
+    scan. The ingest flow does, for the writer's sake; searches are
     left with Lance's defaults (their speed under these bounds is not measured)."""
     os.environ.setdefault(READAHEAD_VARIABLE, str(FRAGMENT_READAHEAD))
     mallopt = getattr(_libc(), "mallopt", None)
     if mallopt is not None:
         mallopt(M_ARENA_MAX, HEAP_ARENAS)
+    _bounded.append(True)
+
+
+def lance_cache_bytes() -> int | None:
+    """The size of each of Lance's caches for a connection opened now: WRITER_CACHE_BYTES
+    once `bound_native_memory` ran in this process, else None (Lance's defaults)."""
+    return WRITER_CACHE_BYTES if _bounded else None

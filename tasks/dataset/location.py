@@ -22,6 +22,7 @@ from pathlib import Path
 
 import lancedb
 
+from tasks.core.memory import lance_cache_bytes
 from tasks.core.options import Settings, option
 
 STORAGE_OPTIONS_ENV = "DOC_INDEXER_STORAGE_OPTIONS"
@@ -76,8 +77,12 @@ def connect(uri: str, consistency: timedelta | None = None) -> lancedb.DBConnect
     DatasetError naming the URI.
     """
     options = None if local_path(uri) else storage_options()
+    cache = lance_cache_bytes()
+    session = None if cache is None else lancedb.Session(cache, cache)
     try:
-        return lancedb.connect(uri, read_consistency_interval=consistency, storage_options=options)
+        return lancedb.connect(
+            uri, read_consistency_interval=consistency, storage_options=options, session=session
+        )
     except (OSError, ValueError) as exc:
         raise DatasetError(f"cannot open the dataset at {uri}: {exc}") from None
 
