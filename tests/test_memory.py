@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -24,8 +25,8 @@ print("ok")
 """
 
 
-def test_a_writer_bounds_lances_caches_and_read_ahead_a_searcher_does_not():
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(ROOT)}
+def test_a_writer_bounds_lances_caches_and_read_ahead_a_searcher_does_not(tmp_path):
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
     result = subprocess.run(
         [sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True
     )

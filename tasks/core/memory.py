@@ -33,7 +33,6 @@ FRAGMENT_READAHEAD = 1  # fragments a Lance scan reads ahead; the variable, when
 # with the table, about 60 MiB of the write phase's growth (benchmarks/RESULTS.md, "Scale on
 # this session's machine"); at 32 MiB each the run's stages took as long.
 WRITER_CACHE_BYTES = 32 * 2**20
-_bounded: list[bool] = []  # set by bound_native_memory
 
 
 @cache
@@ -54,16 +53,15 @@ def release_free_memory() -> None:
 def bound_native_memory() -> None:
     """Cap glibc's heap arenas, Lance's fragment read-ahead and the caches of the connections
     opened after it (`lance_cache_bytes`), once per process; call it before the first Lance
-    scan. The ingest flow does, for the writer's sake; searches are
-    left with Lance's defaults (their speed under these bounds is not measured)."""
+    scan. The ingest flow does, for the writer's sake; searches are left with Lance's
+    defaults (their speed under these bounds is not measured)."""
     os.environ.setdefault(READAHEAD_VARIABLE, str(FRAGMENT_READAHEAD))
     mallopt = getattr(_libc(), "mallopt", None)
     if mallopt is not None:
         mallopt(M_ARENA_MAX, HEAP_ARENAS)
-    _bounded.append(True)
 
 
 def lance_cache_bytes() -> int | None:
     """The size of each of Lance's caches for a connection opened now: WRITER_CACHE_BYTES
     once `bound_native_memory` ran in this process, else None (Lance's defaults)."""
-    return WRITER_CACHE_BYTES if _bounded else None
+    return WRITER_CACHE_BYTES if bound_native_memory.cache_info().currsize else None
