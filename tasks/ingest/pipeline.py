@@ -207,6 +207,14 @@ def run_batches(
     "embed", "write").
     """
     loads: dict[int, Future[list[Document]]] = {}
+    submitted = 0  # batches[:submitted] have had their load submitted
+
+    def load_until(end: int) -> None:
+        nonlocal submitted
+        for ahead in batches[submitted:end]:
+            loads[ahead.number] = stages.load(ahead)
+        submitted = max(submitted, end)
+
     embedding: deque[_InFlight] = deque()
     waiting = _Waiting(commits)
     window = in_flight + load_ahead
@@ -214,15 +222,11 @@ def run_batches(
         # The first batch loads alone: the model waits for it, and batches loading beside it
         # would share the parsers with it (a later batch of PDFs took the one parser first
         # and held the first forward pass back by seconds).
-        for ahead in batches[index : index + (window if index else 1)]:
-            if ahead.number not in loads and ahead.number >= batch.number:
-                loads[ahead.number] = stages.load(ahead)
+        load_until(index + (window if index else 1))
         try:
             with clock.timed("load (waiting)"):
                 documents = loads.pop(batch.number).result()
-            if index == 0:  # loaded: the next ones may start
-                for ahead in batches[1:window]:
-                    loads[ahead.number] = stages.load(ahead)
+            load_until(index + window)  # loaded: the next ones may start
             with clock.timed("split"):
                 splits = stages.split(batch, documents)
             chunks = [chunk for result in splits for chunk in result.chunks]
