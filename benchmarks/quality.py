@@ -8,8 +8,9 @@
 The sets: xquad-en, xquad-zh, xquad-en2zh and xquad-zh2en (English and Chinese questions
 over English and Chinese paragraphs, the last two across languages), scifact-train, and the
 page-finding sets of docs-questions/ over the shared documentation folders (rust-book-en,
-rust-book-zh2en, debian-handbook-zh; the share whose page is among the first 3 beside the
-other figures). Each set's documents are ingested once into
+rust-book-zh2en, debian-handbook-zh, debian-handbook-en2zh; the share whose page is among the
+first 3 beside the other figures), and this repository's Korean set over the Korean Debian FAQ
+with its English twin (ko-docs, ko-docs-en2ko; benchmarks/data/ko-docs/README.md). Each set's documents are ingested once into
 .cache/bench/quality/<set or folder>-<model> (reused while the dataset's fingerprint fits) and
 searched in batch in each mode (or the `--modes` given), documents ranked by their best
 chunk, as `flows.evaluate` does. Prints nDCG@10 per set and mode, recall@10 and MRR@10
@@ -69,7 +70,12 @@ DOCS_QUESTIONS = {
     "rust-book-en": "md/rust-book",
     "rust-book-zh2en": "md/rust-book",
     "debian-handbook-zh": "html/debian-handbook-zh-cn",
+    "debian-handbook-en2zh": "html/debian-handbook-zh-cn",
 }
+# Sets kept in this repository (benchmarks/data/<folder>/: docs/, <set>.jsonl, <set>.qrels.tsv):
+# Korean questions over the Korean Debian FAQ, and their English twins.
+LOCAL_SETS = {"ko-docs": "ko-docs", "ko-docs-en2ko": "ko-docs"}
+LOCAL = Path(__file__).resolve().parent / "data"
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,9 @@ class DevSet:
 
     @classmethod
     def named(cls, name: str) -> DevSet:
+        if name in LOCAL_SETS:
+            folder = LOCAL / LOCAL_SETS[name]
+            return cls(folder / "docs", folder / f"{name}.jsonl", folder / f"{name}.qrels.tsv")
         if name in DOCS_QUESTIONS:
             questions = EVAL / "docs-questions"
             corpus = ROOT.parent / "shared" / "corpus" / DOCS_QUESTIONS[name]
@@ -253,7 +262,7 @@ def smoke_sets(target: Path) -> Path:
 def main() -> int:
     global EVAL, CACHE  # --smoke points both at a temporary folder
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
-    parser.add_argument("--sets", nargs="+", default=[*SETS, *DOCS_QUESTIONS])
+    parser.add_argument("--sets", nargs="+", default=[*SETS, *DOCS_QUESTIONS, *LOCAL_SETS])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument(

@@ -151,6 +151,19 @@ def check_quality(out: str) -> None:
         assert all(0 < figures["ndcg@10"] <= 1 for figures in modes.values()), (name, modes)
 
 
+def check_designs(out: str) -> None:
+    """Every design scored on both cut sets in the three modes, each finding some documents."""
+    cell = r"{} (0\.\d{{3}}|1\.000) \([\d.]+, [\d.]+\)"
+    row = "  ".join(cell.format(mode) for mode in ("vector", "fts", "hybrid"))
+    lines = [line for line in out.splitlines() if line.startswith("xquad-")]
+    for name in ("xquad-en", "xquad-zh"):
+        measured = {line.split()[1] for line in lines if line.split()[0] == name}
+        assert {"today", "e5", "dual-e5", "runs-0.3"} <= measured, out
+    for line in lines:
+        assert re.fullmatch(rf"xquad-(en|zh) +\S+ *{row}", line), line
+        assert float(line.split("hybrid ")[1].split()[0]) > 0, line
+
+
 def check_rerank(out: str) -> None:
     """The cross-encoder re-scores on one thread and on the default threads."""
     row = r"threads {} +depth +5: wall p50 +[\d.]+ ms  p95 +[\d.]+ ms  cpu p50 +[\d.]+ ms"
@@ -262,6 +275,7 @@ SMOKE = {
     "quality": Smoke(
         check_quality, ("--tune",), test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")
     ),
+    "designs": Smoke(check_designs, test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")),
     "query": Smoke(check_query, ("--sweep",)),
     "rerank": Smoke(check_rerank),
 }

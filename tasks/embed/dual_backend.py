@@ -82,6 +82,21 @@ ASKED_QUESTIONS = 1024
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.:])\s+|\n+")
 
 
+# A run of Latin-script words inside text of another script: identifiers, commands, paths,
+# option names, English words (letters, digits and the punctuation identifiers hold).
+_LATIN_WORD = r"[A-Za-z\u00c0-\u024f][A-Za-z0-9\u00c0-\u024f_.\-/:+@=]*"
+_LATIN_RUN = re.compile(rf"{_LATIN_WORD}(?:[ \t]+[A-Za-z0-9\u00c0-\u024f_.\-/:+@=]+)*")
+LATIN_RUN_LETTERS = 4  # fewer Latin letters than this in a chunk: no runs worth reading
+
+
+def latin_runs(text: str) -> str:
+    """The Latin-script runs of `text`, one per line ("" when they hold fewer than
+    LATIN_RUN_LETTERS letters): what the English part can read of a chunk in another script."""
+    runs = _LATIN_RUN.findall(text)
+    letters = sum(ch.isalpha() for run in runs for ch in run)
+    return "\n".join(runs) if letters >= LATIN_RUN_LETTERS else ""
+
+
 def reads_english(text: str) -> bool:
     """Whether the English part embeds `text`: mostly Latin letters, or none at all."""
     return language_group(text) in _ENGLISH_GROUPS
@@ -171,8 +186,10 @@ class DualQuestions:
 
     rescore_depth = CROSS_SCRIPT_DEPTH
 
-    def __init__(self, documents: DualEmbedder):
+    def __init__(self, documents: DualEmbedder, asker: Embedder | None = None):
         self.documents = documents
+        # the multilingual part's encoder of questions, where it has its own (e5's "query: ")
+        self.asker = asker or documents.multilingual
         self.info = documents.info
         # sentence → its multilingual vector, for the most recent SENTENCE_CACHE: a warm
         # process re-scores chunks it has seen without encoding them again
@@ -193,7 +210,7 @@ class DualQuestions:
         english = self._side_pool().submit(self.documents.english.encode, latin) if latin else None
         # Kept for `cross_script_bonus` (a question's vector made in a batch differs from the
         # one made alone by about 1e-7).
-        multilingual = self.documents.multilingual.encode(texts)
+        multilingual = self.asker.encode(texts)
         with self._cache_lock:
             for text, vector in zip(texts, multilingual, strict=True):
                 self._asked[text] = vector.copy()  # not a view that holds the batch
@@ -227,7 +244,7 @@ class DualQuestions:
         with self._cache_lock:
             asked = self._asked.get(question)
         if asked is None:
-            asked = self.documents.multilingual.encode([question])[0]
+            asked = self.asker.encode([question])[0]
         best = [float((matrix @ asked).max()) for matrix in self._sentences_of(texts, across)]
         share = math.sqrt(1 - QUESTION_ENGLISH_WEIGHT) if latin_question else 1.0
         bonus[across] = BEST_SENTENCE_WEIGHT * share * _HALF * np.asarray(best)
@@ -278,7 +295,8 @@ def _load(model: str) -> DualEmbedder:
 def _questions(model: str) -> DualQuestions:
     documents = get_embedder(f"dual:{model}")
     assert isinstance(documents, DualEmbedder)
-    return DualQuestions(documents)
+    backend, part = parse_spec(_parts(model)[1])
+    return DualQuestions(documents, backend.questions(part) if backend.questions else None)
 
 
 def _model_of(model_id: str) -> str | None:

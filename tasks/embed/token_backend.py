@@ -31,21 +31,16 @@ from tasks.embed.base import ModelInfo, default_workers
 from tasks.embed.onnx_backend import register_onnx_variant
 
 
-class TokenInt8Embedder:
-    """Texts in, unit vectors out: one forward pass per text on a pool of one-thread sessions."""
+class OnePassEmbedder:
+    """Texts in, unit vectors out: one forward pass per text on a pool of one-thread sessions.
 
-    def __init__(self, onnx_file: Path, model_path: Path, info: ModelInfo, workers: int):
-        from tokenizers import Tokenizer
+    A subclass says how a text becomes its token ids (`_ids`) and how one pass of those ids
+    becomes a unit vector (`_forward`); this class keeps the sessions and the threads."""
 
+    def __init__(self, onnx_file: Path, info: ModelInfo, workers: int):
         self.info = info
         self.workers = workers
         self._file = onnx_file
-        self._tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))
-        self._tokenizer.no_padding()  # tokenizer.json pads to 128; here nothing is padded
-        self._tokenizer.enable_truncation(info.max_tokens)
-        self._counter = Tokenizer.from_file(str(model_path / "tokenizer.json"))
-        self._counter.no_padding()
-        self._counter.no_truncation()
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._made = 0
         self._making = threading.Lock()
@@ -76,24 +71,22 @@ class TokenInt8Embedder:
                 return self._new_session()
         return self._idle.get()
 
+    def _ids(self, texts: list[str]) -> list[list[int]]:
+        raise NotImplementedError
+
     def _forward(self, session: Any, ids: list[int]) -> np.ndarray:
-        """One text's unit vector: its own pass, the mean of its tokens' last hidden states."""
-        tokens = np.asarray([ids], dtype=np.int64)
-        feed = {
-            "input_ids": tokens,
-            "attention_mask": np.ones_like(tokens),
-            "token_type_ids": np.zeros_like(tokens),
-        }
-        pooled = session.run(None, feed)[0][0].mean(axis=0, dtype=np.float32)
-        return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+        raise NotImplementedError
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        vectors = np.zeros((len(texts), self.info.dimension), dtype=np.float32)
-        if not texts:
+        return self.encode_ids(self._ids(texts))
+
+    def encode_ids(self, encodings: list[list[int]]) -> np.ndarray:
+        """The unit vectors of texts given as their token ids, on the pool's threads."""
+        vectors = np.zeros((len(encodings), self.info.dimension), dtype=np.float32)
+        if not encodings:
             return vectors
-        encodings = [e.ids for e in self._tokenizer.encode_batch(texts)]
         # Longest first, so the last texts to finish are short ones and the workers end together.
-        pending = iter(sorted(range(len(texts)), key=lambda i: -len(encodings[i])))
+        pending = iter(sorted(range(len(encodings)), key=lambda i: -len(encodings[i])))
         taking = threading.Lock()
         errors: list[BaseException] = []
 
@@ -111,7 +104,9 @@ class TokenInt8Embedder:
             finally:
                 self._idle.put(session)
 
-        helpers = [threading.Thread(target=work) for _ in range(min(self.workers, len(texts)) - 1)]
+        helpers = [
+            threading.Thread(target=work) for _ in range(min(self.workers, len(encodings)) - 1)
+        ]
         for helper in helpers:
             helper.start()
         work()  # the calling thread is a worker too
@@ -120,6 +115,35 @@ class TokenInt8Embedder:
         if errors:
             raise errors[0]
         return vectors
+
+
+class TokenInt8Embedder(OnePassEmbedder):
+    """A sentence-transformers model's per-token int8 file, with its own tokenizer.json."""
+
+    def __init__(self, onnx_file: Path, model_path: Path, info: ModelInfo, workers: int):
+        from tokenizers import Tokenizer
+
+        self._tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))
+        self._tokenizer.no_padding()  # tokenizer.json pads to 128; here nothing is padded
+        self._tokenizer.enable_truncation(info.max_tokens)
+        self._counter = Tokenizer.from_file(str(model_path / "tokenizer.json"))
+        self._counter.no_padding()
+        self._counter.no_truncation()
+        super().__init__(onnx_file, info, workers)
+
+    def _ids(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self._tokenizer.encode_batch(texts)]
+
+    def _forward(self, session: Any, ids: list[int]) -> np.ndarray:
+        """One text's unit vector: its own pass, the mean of its tokens' last hidden states."""
+        tokens = np.asarray([ids], dtype=np.int64)
+        feed = {
+            "input_ids": tokens,
+            "attention_mask": np.ones_like(tokens),
+            "token_type_ids": np.zeros_like(tokens),
+        }
+        pooled = session.run(None, feed)[0][0].mean(axis=0, dtype=np.float32)
+        return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Word pieces per text, [CLS] and [SEP] included, before truncation."""

