@@ -61,6 +61,7 @@ import regex
 from tasks.text import analysis
 
 DATA = Path(__file__).resolve().parent / "data" / "cjk_questions.json"
+KO_DOCS = Path(__file__).resolve().parent / "data" / "ko-docs"  # a Korean page-finding set
 K1, B = 1.2, 0.75
 DEPTH = 10
 
@@ -293,7 +294,36 @@ def evaluate(passages: list[str], queries: list[tuple[int, str]]) -> dict[str, f
     ranks = [rank_of(i, analysis.query_text(q).split(), docs) for i, q in queries]
     mrr = sum(1 / r for r in ranks if r <= DEPTH) / len(ranks)
     top1 = sum(1 for r in ranks if r == 1) / len(ranks)
-    return {"mrr@10": round(mrr, 3), "top1": round(top1, 3), "n": len(ranks)}
+    top3 = sum(1 for r in ranks if r <= 3) / len(ranks)
+    return {
+        "mrr@10": round(mrr, 3),
+        "top1": round(top1, 3),
+        "top3": round(top3, 3),
+        "n": len(ranks),
+    }
+
+
+def ko_docs() -> tuple[list[str], list[tuple[int, str]]] | None:
+    """The Korean dev set (benchmarks/data/ko-docs): its pages, and each question with the
+    index of the page that answers it; None where the folder is missing."""
+    folder = KO_DOCS
+    if not (folder / "ko-docs.jsonl").is_file():
+        return None
+    pages = sorted((folder / "docs").glob("*.md"))
+    index = {page.name: i for i, page in enumerate(pages)}
+    answers = dict(
+        line.split("\t")[:2]
+        for line in (folder / "ko-docs.qrels.tsv").read_text("utf-8").splitlines()[1:]
+        if line.strip()
+    )
+    questions = [
+        json.loads(line)
+        for line in (folder / "ko-docs.jsonl").read_text("utf-8").splitlines()
+        if line.strip()
+    ]
+    return [page.read_text("utf-8") for page in pages], [
+        (index[answers[q["qid"]]], q["query"]) for q in questions
+    ]
 
 
 def speed(passages: list[str], rounds: int) -> int:
@@ -392,6 +422,19 @@ def main(argv: list[str] | None = None) -> None:
         name = ("* " if row["chosen"] else "  ") + row["analyser"]
         speed_cell = f"{row['chars_per_s']:,}"
         print(f"{row['lang']:4}{name:42} {cells[0]:>13} {cells[1]:>13} {speed_cell:>10}")
+    korean = None if args.smoke else ko_docs()
+    if korean is not None:
+        pages, asked = korean
+        print(
+            f"ko-docs ({len(asked)} Korean questions, {len(pages)} pages of the Korean "
+            "Debian FAQ), BM25 over whole pages: MRR@10 / top-1 / top-3"
+        )
+        for variant in variants(args.smoke, with_kiwi):
+            if variant.lang == "ko":
+                with variant.active():
+                    m = evaluate(pages, asked)
+                results.append({"lang": "ko-docs", "analyser": variant.name, "questions": m})
+                print(f"  {variant.name:40} {m['mrr@10']:.3f} / {m['top1']:.3f} / {m['top3']:.3f}")
     if kiwi_skipped:
         print(f"kiwi rows skipped: {kiwi_skipped}")
     print(f"first use, seconds: {loads}")

@@ -19,6 +19,8 @@ Designs (`DESIGNS`):
 - e5: multilingual-e5-small alone (tasks/embed/e5_backend.py), its "query:"/"passage:"
   prefixes;
 - dual-e5: the dual layout with e5 as the multilingual part instead of USE;
+- headings: today's model, each chunk embedded with its document title and heading path in
+  front ("Title > A > B", then the text); questions as today;
 - runs-T: today's, with the English model also reading the Latin runs (identifiers,
   commands, English words) of chunks in another script, at weight T (see `latin_runs`).
 
@@ -174,10 +176,30 @@ def stored(data: SetData) -> np.ndarray:
     return data.stored
 
 
+def with_headings(row: dict) -> str:
+    """The chunk's text after its document title and heading path ("Title > A > B")."""
+    path = [part for part in [row["title"], *row["section"].split(" > ")] if part and part.strip()]
+    heading = " > ".join(dict.fromkeys(path))
+    return f"{heading}\n\n{row['text']}" if heading else row["text"]
+
+
+def headings_chunks(data: SetData) -> np.ndarray:
+    """The default model's vectors of each chunk with its title and heading path in front
+    (kept beside the dataset like e5's)."""
+    version = Dataset(data.uri).chunks.version
+    cache = Path(data.uri) / f"headings-{version}.npy"
+    if cache.exists():
+        return np.load(cache)
+    vectors = _dual().encode([with_headings(row) for row in data.rows])
+    np.save(cache, vectors)
+    return vectors
+
+
 DESIGNS: dict[str, Design] = {
     "today": Design(stored, today_questions, fusion_for(True)),
     "e5": Design(e5_passages, e5_questions, fusion_for(True)),
     "dual-e5": Design(dual_e5_chunks, dual_e5_questions, fusion_for(True)),
+    "headings": Design(headings_chunks, today_questions, fusion_for(True)),
     **{
         f"runs-{t}": Design(runs_chunks(t), today_questions, fusion_for(True))
         for t in (0.05, 0.1, 0.2, 0.3)

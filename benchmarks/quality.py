@@ -10,7 +10,8 @@ over English and Chinese paragraphs, the last two across languages), scifact-tra
 page-finding sets of docs-questions/ over the shared documentation folders (rust-book-en,
 rust-book-zh2en, debian-handbook-zh, debian-handbook-en2zh; the share whose page is among the
 first 3 beside the other figures), and this repository's Korean set over the Korean Debian FAQ
-with its English twin (ko-docs, ko-docs-en2ko; benchmarks/data/ko-docs/README.md). Each set's documents are ingested once into
+with its English twin (ko-docs, ko-docs-en2ko; benchmarks/data/ko-docs/README.md). Each
+set's documents are ingested once into
 .cache/bench/quality/<set or folder>-<model> (reused while the dataset's fingerprint fits) and
 searched in batch in each mode (or the `--modes` given), documents ranked by their best
 chunk, as `flows.evaluate` does. Prints nDCG@10 per set and mode, recall@10 and MRR@10

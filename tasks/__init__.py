@@ -10,7 +10,10 @@
 
 `flows/` (the Prefect flows and command lines) sits on top; tests/test_layers.py checks the
 order and that there are no import cycles. Importing the package first sets up the offline
-environment (tasks/core/offline.py).
+environment (tasks/core/offline.py) and lets LanceDB import without its REST namespace
+client's cost (tasks/core/lance_imports.py).
 """
 
-from tasks.core import offline  # noqa: F401
+from tasks.core import lance_imports, offline  # noqa: F401
+
+lance_imports.install()
