@@ -20,7 +20,8 @@ Designs (`DESIGNS`):
   prefixes;
 - dual-e5: the dual layout with e5 as the multilingual part instead of USE;
 - headings: today's model, each chunk embedded with its document title and heading path in
-  front ("Title > A > B", then the text); questions as today;
+  front ("Title > A > B", then the text); questions as today; headings-path: the heading path
+  alone in front;
 - runs-T: today's, with the English model also reading the Latin runs (identifiers,
   commands, English words) of chunks in another script, at weight T (see `latin_runs`).
 
@@ -32,8 +33,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,12 +45,7 @@ from benchmarks import quality
 from benchmarks.quality import DOCS_QUESTIONS, LOCAL_SETS, SETS, DevSet, candidates, dataset_for
 from tasks.dataset.dataset import Dataset
 from tasks.embed.base import CrossScriptRescorer
-from tasks.embed.dual_backend import (
-    DualEmbedder,
-    DualQuestions,
-    latin_runs,
-    reads_english,
-)
+from tasks.embed.dual_backend import DualEmbedder, DualQuestions, reads_english
 from tasks.embed.models import DEFAULT_MODEL, get_embedder, query_embedder
 from tasks.eval.metrics import read_qrels, score_run
 from tasks.search.fusion import Fusion, best_per_doc, fusion_for
@@ -57,6 +53,20 @@ from tasks.search.hits import HIT_COLUMNS, Hit
 from tasks.search.searcher import Searcher
 
 K, DEPTH = 10, 100
+
+# A run of Latin-script words inside text of another script: identifiers, commands, paths,
+# option names, English words (letters, digits and the punctuation identifiers hold).
+_LATIN_WORD = r"[A-Za-z\u00c0-\u024f][A-Za-z0-9\u00c0-\u024f_.\-/:+@=]*"
+_LATIN_RUN = re.compile(rf"{_LATIN_WORD}(?:[ \t]+[A-Za-z0-9\u00c0-\u024f_.\-/:+@=]+)*")
+LATIN_RUN_LETTERS = 4  # fewer Latin letters than this in a chunk: no runs worth reading
+
+
+def latin_runs(text: str) -> str:
+    """The Latin-script runs of `text`, one per line ("" when they hold fewer than
+    LATIN_RUN_LETTERS letters): what the English part can read of a chunk in another script."""
+    runs = _LATIN_RUN.findall(text)
+    letters = sum(ch.isalpha() for run in runs for ch in run)
+    return "\n".join(runs) if letters >= LATIN_RUN_LETTERS else ""
 
 
 @dataclass
@@ -176,30 +186,37 @@ def stored(data: SetData) -> np.ndarray:
     return data.stored
 
 
-def with_headings(row: dict) -> str:
-    """The chunk's text after its document title and heading path ("Title > A > B")."""
-    path = [part for part in [row["title"], *row["section"].split(" > ")] if part and part.strip()]
+def with_headings(row: dict, title: bool = True) -> str:
+    """The chunk's text after its document title (where `title`) and heading path
+    ("Title > A > B")."""
+    parts = [row["title"]] if title else []
+    path = [part for part in [*parts, *row["section"].split(" > ")] if part and part.strip()]
     heading = " > ".join(dict.fromkeys(path))
     return f"{heading}\n\n{row['text']}" if heading else row["text"]
 
 
-def headings_chunks(data: SetData) -> np.ndarray:
-    """The default model's vectors of each chunk with its title and heading path in front
-    (kept beside the dataset like e5's)."""
-    version = Dataset(data.uri).chunks.version
-    cache = Path(data.uri) / f"headings-{version}.npy"
-    if cache.exists():
-        return np.load(cache)
-    vectors = _dual().encode([with_headings(row) for row in data.rows])
-    np.save(cache, vectors)
-    return vectors
+def headings_chunks(title: bool) -> Callable[[SetData], np.ndarray]:
+    """The default model's vectors of each chunk with its heading path (and the document
+    title, where `title`) in front, kept beside the dataset like e5's."""
+
+    def chunks(data: SetData) -> np.ndarray:
+        version = Dataset(data.uri).chunks.version
+        cache = Path(data.uri) / f"headings{'' if title else '-path'}-{version}.npy"
+        if cache.exists():
+            return np.load(cache)
+        vectors = _dual().encode([with_headings(row, title) for row in data.rows])
+        np.save(cache, vectors)
+        return vectors
+
+    return chunks
 
 
 DESIGNS: dict[str, Design] = {
     "today": Design(stored, today_questions, fusion_for(True)),
     "e5": Design(e5_passages, e5_questions, fusion_for(True)),
     "dual-e5": Design(dual_e5_chunks, dual_e5_questions, fusion_for(True)),
-    "headings": Design(headings_chunks, today_questions, fusion_for(True)),
+    "headings": Design(headings_chunks(True), today_questions, fusion_for(True)),
+    "headings-path": Design(headings_chunks(False), today_questions, fusion_for(True)),
     **{
         f"runs-{t}": Design(runs_chunks(t), today_questions, fusion_for(True))
         for t in (0.05, 0.1, 0.2, 0.3)
@@ -253,17 +270,11 @@ def main() -> int:
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=DESIGNS)
     parser.add_argument("--smoke", action="store_true", help="cut xquad-en and xquad-zh")
     args = parser.parse_args()
-    if args.smoke:
-        args.sets = list(quality.SMOKE_SETS)
-    missing = [name for name in args.sets if not DevSet.named(name).queries.is_file()]
-    if missing:
-        print(f"skipped: {', '.join(missing)} not found (../shared is not present)")
+    sets = quality.chosen_sets(args.sets, args.smoke)
+    if sets is None:
         return 0
-    if args.smoke:
-        work = Path(tempfile.mkdtemp(prefix="doc-indexer-designs-smoke-"))
-        quality.EVAL, quality.CACHE = quality.smoke_sets(work / "eval"), work / "datasets"
     print("set / design: nDCG@10 (top 1, top 3) for vector, fts, hybrid", flush=True)
-    for name in args.sets:
+    for name in sets:
         data = load(name)
         for label in args.designs:
             design = DESIGNS[label]

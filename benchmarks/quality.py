@@ -260,8 +260,22 @@ def smoke_sets(target: Path) -> Path:
     return target
 
 
+def chosen_sets(names: list[str], smoke: bool) -> list[str] | None:
+    """The sets to measure: `names`, or with `smoke` SMOKE_SETS cut into a temporary folder
+    (EVAL and CACHE then point there); None, having said which, where a set is missing."""
+    global EVAL, CACHE
+    names = list(SMOKE_SETS) if smoke else names
+    missing = [name for name in names if not DevSet.named(name).queries.is_file()]
+    if missing:
+        print(f"skipped: {', '.join(missing)} not found under {EVAL} (../shared is not present)")
+        return None
+    if smoke:
+        work = Path(tempfile.mkdtemp(prefix="doc-indexer-quality-smoke-"))
+        EVAL, CACHE = smoke_sets(work / "eval"), work / "datasets"
+    return names
+
+
 def main() -> int:
-    global EVAL, CACHE  # --smoke points both at a temporary folder
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
     parser.add_argument("--sets", nargs="+", default=[*SETS, *DOCS_QUESTIONS, *LOCAL_SETS])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
@@ -289,20 +303,14 @@ def main() -> int:
         help=f"the first {SMOKE_DOCS} documents of {' and '.join(SMOKE_SETS)}, in seconds",
     )
     args = parser.parse_args()
-    if args.smoke:
-        args.sets = list(SMOKE_SETS)
-    missing = [name for name in args.sets if not DevSet.named(name).queries.is_file()]
-    if missing:
-        print(f"skipped: {', '.join(missing)} not found under {EVAL} (../shared is not present)")
+    sets = chosen_sets(args.sets, args.smoke)
+    if sets is None:
         return 0
-    if args.smoke:
-        work = Path(tempfile.mkdtemp(prefix="doc-indexer-quality-smoke-"))
-        EVAL, CACHE = smoke_sets(work / "eval"), work / "datasets"
     split = SplitSettings(splitter=args.splitter, breakpoint_percentile=args.breakpoint_percentile)
     modes = tuple(mode for mode in MODES if mode in args.modes)
     report, lists, qrels, headings = {}, {}, {}, {}
     fusion = None
-    for name in args.sets:
+    for name in sets:
         uri = dataset_for(name, args.model, split)
         searcher = Searcher(Dataset(uri))
         fusion = searcher.fusion()

@@ -82,21 +82,6 @@ ASKED_QUESTIONS = 1024
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.:])\s+|\n+")
 
 
-# A run of Latin-script words inside text of another script: identifiers, commands, paths,
-# option names, English words (letters, digits and the punctuation identifiers hold).
-_LATIN_WORD = r"[A-Za-z\u00c0-\u024f][A-Za-z0-9\u00c0-\u024f_.\-/:+@=]*"
-_LATIN_RUN = re.compile(rf"{_LATIN_WORD}(?:[ \t]+[A-Za-z0-9\u00c0-\u024f_.\-/:+@=]+)*")
-LATIN_RUN_LETTERS = 4  # fewer Latin letters than this in a chunk: no runs worth reading
-
-
-def latin_runs(text: str) -> str:
-    """The Latin-script runs of `text`, one per line ("" when they hold fewer than
-    LATIN_RUN_LETTERS letters): what the English part can read of a chunk in another script."""
-    runs = _LATIN_RUN.findall(text)
-    letters = sum(ch.isalpha() for run in runs for ch in run)
-    return "\n".join(runs) if letters >= LATIN_RUN_LETTERS else ""
-
-
 def reads_english(text: str) -> bool:
     """Whether the English part embeds `text`: mostly Latin letters, or none at all."""
     return language_group(text) in _ENGLISH_GROUPS
