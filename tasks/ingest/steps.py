@@ -44,7 +44,7 @@ from tasks.ingest.discover import plan_run
 from tasks.ingest.load import LoadSettings, load_batch
 from tasks.ingest.parse_worker import PARSERS
 from tasks.ingest.pipeline import Batch, Done, Future, Vectors, batches_label
-from tasks.ingest.reuse import assemble, texts_to_embed
+from tasks.ingest.reuse import assemble, keyed_by_input, texts_to_embed
 from tasks.text.semantic_split import split_documents_semantic
 from tasks.text.split import SplitResult, SplitSettings, split_documents
 
@@ -63,11 +63,16 @@ def split_batch(
 ) -> list[SplitResult]:
     """Chunk loaded documents to fit `model`'s token window, counting with its tokenizer; the
     semantic splitter embeds sentences with `model` itself (loaded once per process)."""
-    window = model_info(model).max_tokens
+    info = model_info(model)
+    window = info.max_tokens
     if settings.splitter == "semantic":
         embed = get_embedder(model).encode
-        return split_documents_semantic(documents, settings, token_counter(model), window, embed)
-    return split_documents(documents, settings, token_counter(model), window)
+        results = split_documents_semantic(documents, settings, token_counter(model), window, embed)
+    else:
+        results = split_documents(documents, settings, token_counter(model), window)
+    if not info.headings:
+        return results
+    return [replace(r, chunks=keyed_by_input(r.chunks, info.headings)) for r in results]
 
 
 _FIRST_PASS: list[float] = []  # when this process's first forward pass began (epoch seconds)
@@ -225,7 +230,7 @@ class TaskStages:
         """Look up stored vectors here, submit only the new texts to the model."""
         dimension = self.dataset.fingerprint.dimension
         stored = self.dataset.stored_vectors([chunk.text_hash for chunk in chunks])
-        todo = texts_to_embed(chunks, stored)
+        todo = texts_to_embed(chunks, stored, model_info(self.model).headings)
         if not todo:
             return Done(assemble(chunks, stored, {}, dimension))
         run = embed_task.with_options(task_run_name=f"embed{batch.label}")
