@@ -123,7 +123,7 @@ class Chunk:
     heading_level: int
     page_number: int | None
     ocr: bool = False  # the text was read by OCR
-    text_hash: str = field(default="")
+    text_hash: str = field(default="")  # sha256 of the text, or of the model's input (reuse.py)
 
     def __post_init__(self) -> None:
         if not self.text_hash:

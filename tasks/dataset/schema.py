@@ -45,6 +45,8 @@ CHUNK_COLUMNS = (
     pa.field("heading_level", pa.int32()),
     pa.field("page_number", pa.int32()),
     pa.field("ocr", pa.bool_()),  # the chunk's text was read by OCR from a page image
+    # sha256 of what the model embedded: the text, or for a headings: model the heading path
+    # and the text (tasks/ingest/reuse.py); vectors are reused by it
     pa.field("text_hash", pa.string()),
     pa.field("source_path", pa.string()),
     pa.field("mime_type", pa.string()),
