@@ -135,8 +135,9 @@ def test_upkeep_keeps_versions_and_objects_bounded_on_s3(s3, monkeypatch):
     # Old versions' files are deleted: with the cleanup turned off each run added 22 objects
     # (46 after the first, 202 after the eighth). Versions written just before the oldest
     # tagged one stay (the cleanup's margin, upkeep._TAG_MARGINS), so on a loaded machine a
-    # few more objects than the first runs' may remain (63 against 60 once under make test).
-    assert objects[-1] <= 1.25 * max(objects[:3]), objects
+    # few more objects than the first runs' may remain (63 against 60 once under make test, 56
+    # against 44 once with a benchmark running beside it); without the cleanup: 4.4 times.
+    assert objects[-1] <= 1.5 * max(objects[:3]), objects
     dataset.restore("run-7")
     assert [row["text"] for row in _rows(uri)] == ["Edit number 7."]
 

@@ -21,7 +21,8 @@ from tasks.ingest.pipeline import Vectors
 
 
 def model_input(chunk: Chunk, headings: bool) -> str:
-    """What the model embeds of `chunk`: its text, with `headings` after its heading path."""
+    """What the model embeds of `chunk`: its text; with `headings`, its heading path, a blank
+    line, then its text (a chunk under no heading: its text)."""
     return f"{chunk.section}\n\n{chunk.text}" if headings and chunk.section else chunk.text
 
 
