@@ -101,9 +101,6 @@ class E5File:
             at += 21
             self._tensors[name] = (kind, values, offset)
 
-    def names(self) -> list[str]:
-        return list(self._tensors)
-
     def tensor(self, name: str, columns: int | None = None) -> np.ndarray:
         """A tensor as float32: a vector, or rows of `columns` values."""
         kind, values, offset = self._tensors[name]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.embed.base import Embedder, ModelInfo, TokenCounter
+from tasks.embed.base import Embedder, ModelInfo
 from tasks.embed.registry import (
     Backend,
     get_embedder,
@@ -64,10 +64,6 @@ def _model_of(model_id: str) -> str | None:
     return spec_of_model_id(model_id.removeprefix(PREFIX))
 
 
-def _token_counter(model: str) -> TokenCounter:
-    return token_counter(model)
-
-
 def _prepare(model: str) -> Path | None:
     backend, part = parse_spec(model)
     return backend.prepare(part)
@@ -87,7 +83,7 @@ register(
         info=_info,
         load=_load,
         model_of=_model_of,
-        token_counter=_token_counter,
+        token_counter=token_counter,
         prepare=_prepare,
         is_prepared=_is_prepared,
         questions=_questions,

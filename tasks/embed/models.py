@@ -48,9 +48,10 @@ from tasks.embed.registry import (  # noqa: F401 - the embedding API, re-exporte
 # The modules that register backends, imported here (the order is the help text's).
 BACKEND_MODULES = tuple(
     f"tasks.embed.{name}"
-    for name in ("dual_backend", "token_backend", "onnx_backend", "use_backend", "e5_backend")
-    + ("headings_backend",)
-    + ("torch_backend", "hash_backend")
+    for name in (
+        *("dual_backend", "token_backend", "onnx_backend", "use_backend", "e5_backend"),
+        *("headings_backend", "torch_backend", "hash_backend"),
+    )
 )
 for _module in BACKEND_MODULES:
     importlib.import_module(_module)
