@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import shutil
 import subprocess
 import sys
@@ -163,19 +164,32 @@ def test_filesystem_edge_cases(tmp_path):
     ]
 
 
+# Seconds a file may take in the two tests below: more than a small file's first parse in a
+# fresh process on a loaded machine (about 1 s in CI once; 0.5 s failed it there).
+FRESH_FILE_TIMEOUT = 5.0
+
+
+def never_ends(path: Path) -> None:
+    """Make the discovered file at `path` a pipe nobody writes to: reading it blocks until the
+    parser is killed, on any machine (a slow PDF took 4-22 s here, too close to the limit)."""
+    path.unlink()
+    os.mkfifo(path)
+
+
 def test_vanished_oversized_and_slow_files_fail_alone(tmp_path):
     (tmp_path / "gone.md").write_text("# Gone\n\nSoon deleted.", "utf-8")
     (tmp_path / "big.md").write_text("# Big\n\n" + "word " * 100_000, "utf-8")
-    shutil.copyfile(SAMPLE / "r-manuals" / "R-data.pdf", tmp_path / "slow.pdf")
+    (tmp_path / "stuck.md").write_text("# Stuck\n\nNever read.", "utf-8")
     (tmp_path / "fine.md").write_text("# Fine\n\nStill indexed.", "utf-8")
     sources = {f.doc_id: f for f in discover(tmp_path).files}
     (tmp_path / "gone.md").unlink()
-    order = ["gone.md", "big.md", "slow.pdf", "fine.md"]
-    settings = LoadSettings(max_file_mb=400_000 / 2**20, parse_timeout=0.5)
+    never_ends(tmp_path / "stuck.md")
+    order = ["gone.md", "big.md", "stuck.md", "fine.md"]
+    settings = LoadSettings(max_file_mb=400_000 / 2**20, parse_timeout=FRESH_FILE_TIMEOUT)
     docs = {d.doc_id: d for d in load_batch([sources[name] for name in order], settings)}
     assert docs["gone.md"].reason == Reason.VANISHED
     assert docs["big.md"].reason == Reason.TOO_LARGE
-    assert docs["slow.pdf"].reason == Reason.PARSE_TIMEOUT
+    assert docs["stuck.md"].reason == Reason.PARSE_TIMEOUT
     assert docs["fine.md"].status == "indexed", "a fresh parser process took over"
 
 
@@ -197,28 +211,30 @@ def test_files_sent_ahead_of_a_dying_parser_go_to_a_fresh_one(tmp_path):
     """A worker gets the next file before it answers the current one (AHEAD): when it dies
     on a file or overruns it, only that file fails; the file sent after it is parsed by a
     fresh process, and every file keeps its number."""
-    shutil.copyfile(SAMPLE / "r-manuals" / "R-data.pdf", tmp_path / "slow.pdf")
-    for name in ("a", "b", "c"):
+    for name in ("a", "stuck", "b", "c"):
         (tmp_path / f"{name}.md").write_text(f"# {name}\n\nStill indexed.", "utf-8")
     sources = {f.doc_id: f for f in discover(tmp_path).files}
-    order = ["a.md", "slow.pdf", "b.md", "c.md"]
+    never_ends(tmp_path / "stuck.md")
+    order = ["a.md", "stuck.md", "b.md", "c.md"]
     worker = ParseWorker()
-    worker.start()
+    # A first Markdown file can take a second in a fresh process (cold disk, busy machine):
+    # read one first, so that the kill below lands on stuck.md, not on a.md.
+    assert worker.load(sources["c.md"], ReadOptions(), timeout=600).status == "indexed"
     assert worker._process is not None
-    threading.Timer(0.5, worker._process.kill).start()  # dies while it parses slow.pdf
+    threading.Timer(0.5, worker._process.kill).start()  # dies while it waits on stuck.md
     files = iter(enumerate(sources[name] for name in order))
     crashed = worker.load_run(files.__next__, ReadOptions(), timeout=600, files=10)
     timed_out = worker.load_run(
         iter(enumerate(sources[name] for name in order)).__next__,
         ReadOptions(),
-        timeout=0.5,
+        timeout=FRESH_FILE_TIMEOUT,
         files=10,
     )
     for run, reason in ((crashed, Reason.PARSE_CRASH), (timed_out, Reason.PARSE_TIMEOUT)):
         assert [number for number, _ in run] == [0, 1, 2, 3]
         assert [doc.doc_id for _, doc in run] == order
         assert run[1][1].reason == reason, run[1][1].error
-        assert [doc.status for _, doc in run if doc.doc_id != "slow.pdf"] == ["indexed"] * 3
+        assert [doc.status for _, doc in run if doc.doc_id != "stuck.md"] == ["indexed"] * 3
 
 
 def test_results_queued_in_the_pipe_are_each_read_whole(tmp_path, monkeypatch):
