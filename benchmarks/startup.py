@@ -4,23 +4,33 @@
 
 Every command runs N times (default 5) in a fresh interpreter and the median is printed:
 
-- the floors `python -c "import prefect, lancedb"` and `python -c "import onnxruntime, tokenizers"`;
+- the floors, measured in the same run: `python -c pass` (starting Python), `python -c "import
+  lancedb"`, `python -c "import prefect"`, the same two as doc-indexer imports them (`import
+  tasks, lancedb`: without LanceDB's REST client, tasks/core/lance_imports.py; `import tasks,
+  prefect, lancedb`: what a flow run imports at least) and `python -c "import onnxruntime,
+  tokenizers"`;
 - `flows.query --help`, `--stats`, `--sources`;
 - one question in the default mode and in `--mode fts`, and a no-change re-run of
   `flows.ingest` on the corpus, each first with no Prefect server running (what a user without
   a server gets) and then against a `prefect server start` that this script runs on a free
   127.0.0.1 port with its own home folder;
-- the same question from a folder outside the repository, no server.
+- the same question from a folder outside the repository, no server;
+- the same question while `flows.query --serve` serves the dataset on a free 127.0.0.1 port
+  (no Prefect server: the question goes to the service, flows/service_client.py).
 
-The corpus defaults to ../shared/corpus/md/rust-book; its dataset is built once under
-.cache/bench/ (or taken from --index). Only command lines are run, so the script measures
-any version of the code. Prints a table and one JSON line.
+Each command's row names the floor it is read against (FLOOR_OF) and the seconds above it, so
+that a figure can be read on a machine of any speed; the header gives the load average at the
+start and at the end (a busy machine makes every figure larger). The corpus defaults to
+../shared/corpus/md/rust-book; its dataset is built once under .cache/bench/ (or taken from
+--index). Only command lines are run, so the script measures any version of the code. Prints
+a table and one JSON line.
 
 `--smoke` runs once each of SMOKE_COMMANDS (one of the plain commands, one of those timed
-without and with a server) and the question from another folder, on SMOKE_FILES of data/sample
-copied to a temporary folder (its dataset there too; no ../shared): every step of the script in
-seconds. It builds the dataset and times the server-running command against the server
-PREFECT_API_URL names when it is set (a test's) instead of starting one.
+without and with a server), the question from another folder and with a service running, and
+the floors they are read against, on SMOKE_FILES of data/sample copied to a temporary folder
+(its dataset there too; no ../shared): every step of the script in seconds. It builds the
+dataset and times the server-running command against the server PREFECT_API_URL names when it
+is set (a test's) instead of starting one.
 """
 
 from __future__ import annotations
@@ -44,6 +54,25 @@ CORPUS = ROOT.parent / "shared" / "corpus" / "md" / "rust-book"
 QUESTION = "How do references and borrowing work in Rust?"
 SMOKE_FILES = (ROOT / "data" / "sample" / "rust-book" / "ch04-02-references-and-borrowing.md",)
 SMOKE_COMMANDS = ("query --stats", "query, --mode fts")  # --smoke: one of each group
+FLOORS = {
+    "python -c pass": ["-c", "pass"],
+    "import lancedb": ["-c", "import lancedb"],
+    "import prefect": ["-c", "import prefect"],
+    # as doc-indexer imports LanceDB: `tasks` first (tasks/core/lance_imports.py)
+    "import tasks, lancedb": ["-c", "import tasks, lancedb"],
+    "import tasks, prefect, lancedb": ["-c", "import tasks, prefect, lancedb"],
+    "import onnxruntime, tokenizers": ["-c", "import onnxruntime, tokenizers"],
+}
+SERVICE_ROW = "query, default mode, service running"
+
+
+def floor_of(command: str) -> str:
+    """The floor a command is read against: what it cannot avoid importing."""
+    if command == "query --help" or command == SERVICE_ROW:
+        return "python -c pass"
+    if command.endswith("server running") or command.startswith("ingest"):
+        return "import tasks, prefect, lancedb"  # a flow run (ingest's on a temporary server)
+    return "import tasks, lancedb"
 
 
 def _run(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
@@ -91,6 +120,33 @@ def _start_server(home: Path, env: dict[str, str]) -> tuple[subprocess.Popen, st
     raise SystemExit("prefect server did not answer /health within 180 s")
 
 
+def _start_service(index: Path, env: dict[str, str]) -> subprocess.Popen:
+    """`flows.query --serve` on the dataset on a free port, once it answers /health."""
+    port = _free_port()
+    service = subprocess.Popen(
+        [sys.executable, "-m", "flows.query", "--serve", "--index", str(index)]
+        + ["--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and service.poll() is None:
+        try:
+            url = f"http://127.0.0.1:{port}/health"
+            if httpx.get(url, timeout=2, trust_env=False).status_code == 200:
+                return service
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    service.kill()
+    raise SystemExit("the search service did not answer /health within 180 s")
+
+
+def _load() -> str:
+    return " ".join(f"{n:.2f}" for n in os.getloadavg())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.startup")
     parser.add_argument("--corpus", default=str(CORPUS), help="folder indexed for the runs")
@@ -121,8 +177,6 @@ def main() -> int:
         _run(ingest, {**env, "PREFECT_API_URL": running} if running else env)
     query = ["-m", "flows.query", "--index", str(index)]
     commands = {
-        "floor: import prefect, lancedb": ["-c", "import prefect, lancedb"],
-        "floor: import onnxruntime, tokenizers": ["-c", "import onnxruntime, tokenizers"],
         "query --help": ["-m", "flows.query", "--help"],
         "query --stats": [*query, "--stats"],
         "query --sources": [*query, "--sources"],
@@ -135,6 +189,7 @@ def main() -> int:
     if args.smoke:
         commands = {name: argv for name, argv in commands.items() if name in SMOKE_COMMANDS}
         with_server = {name: argv for name, argv in with_server.items() if name in SMOKE_COMMANDS}
+    load_at_start = _load()
     result = {name: _median(argv, env, args.runs) for name, argv in commands.items()}
     for name, argv in with_server.items():
         result[f"{name}, no server"] = _median(argv, env, args.runs)
@@ -152,12 +207,37 @@ def main() -> int:
         if server is not None:
             server.terminate()
             server.wait(30)
-    result = {name: round(seconds, 2) for name, seconds in result.items()}
-    width = max(map(len, result))
-    print(f"median wall seconds over {args.runs} runs; corpus {corpus}")
+    service = _start_service(index, env)
+    try:
+        result[SERVICE_ROW] = _median([*query, QUESTION], env, args.runs)
+    finally:
+        service.terminate()
+        service.wait(30)
+    wanted = {floor_of(name) for name in result} if args.smoke else set(FLOORS)
+    floors = {
+        name: _median(argv, env, args.runs) for name, argv in FLOORS.items() if name in wanted
+    }
+    print(
+        f"median wall seconds over {args.runs} runs; corpus {corpus}; "
+        f"load average {load_at_start} at the start, {_load()} at the end"
+    )
+    width = max(map(len, [*result, *(f"floor: {name}" for name in floors)]))
+    for name, seconds in floors.items():
+        print(f"{'floor: ' + name:<{width}}  {seconds:6.2f}")
+    print(f"{'command':<{width}}  {'wall s':>6}  {'read against floor':<30}  {'floor':>6}  above")
     for name, seconds in result.items():
-        print(f"{name:<{width}}  {seconds:6.2f}")
-    print(json.dumps(result))
+        floor = floor_of(name)
+        above = seconds - floors[floor]
+        print(f"{name:<{width}}  {seconds:6.2f}  {floor:<30}  {floors[floor]:6.2f}  {above:+.2f}")
+    report = {
+        "load_average": {"start": load_at_start, "end": _load()},
+        "floors": {name: round(seconds, 2) for name, seconds in floors.items()},
+        "commands": {
+            name: {"seconds": round(seconds, 2), "floor": floor_of(name)}
+            for name, seconds in result.items()
+        },
+    }
+    print(json.dumps(report))
     return 0
 
 

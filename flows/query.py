@@ -2,6 +2,7 @@
 
     python -m flows.query "question" [--mode vector|fts|hybrid] [-k N] [filters]
                           [--context N | --expand section] [--json | --format markdown]
+                          [--no-service]
     python -m flows.query --queries-file Q.jsonl [options]   one JSON line per query
     python -m flows.query --stats | --sources [--json]
     python -m flows.query --serve [--rerank PATH] [--host 127.0.0.1] [--port 8765] [limits]
@@ -24,12 +25,20 @@ section and page, ready to paste into a prompt. --serve answers POST /search ove
 (flows/service.py); of the search options it takes only --rerank, the one cross-encoder its
 requests may switch on or off, and its limits are the service options.
 
+A question that finds such a service of its dataset running on this machine is sent to it
+(flows/service_client.py): the same hits and output, without loading LanceDB or the model
+here. It goes there only when the service can answer it as this process would (its
+cross-encoder, if any, is the one --rerank names; within its limits; no --model check) and
+when it is not recorded (below); anything else, a service that is gone or does not answer,
+and --no-service search in this process.
+
 What is recorded: with a Prefect API configured (PREFECT_API_URL wherever Prefect reads it:
 the environment, .env, prefect.toml, a Prefect profile), a question or a --queries-file is a
 run of the `query` (or `query-batch`) flow on that server, visible in the UI. Without one,
 the search runs in this process and nothing is recorded; --record (or --artifact) makes it a
-flow run anyway, on a temporary Prefect server (flows/temporary_server.py). --stats,
---sources and --serve are never flow runs.
+flow run anyway, on a temporary Prefect server (flows/temporary_server.py). A recorded
+question is answered in this process, never by a running service. --stats, --sources and
+--serve are never flow runs.
 """
 
 from __future__ import annotations
@@ -42,20 +51,22 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from flows import temporary_server
+from flows import service_client, temporary_server
 from flows.cli import exit_status
 from flows.prefect_settings import configured_api_url
+from flows.service import ServiceSettings
 from tasks.core.options import add_options, flag, option_fields, parse_options
-from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetOption, local_path
 from tasks.search.hits import Hit
-from tasks.search.info import index_stats, list_sources
 from tasks.search.params import SearchParams
 from tasks.search.queries import read_queries
 from tasks.search.request import ArtifactOption, QueryRequest, Question
 from tasks.search.rerank import cross_encoder
-from tasks.search.searcher import Searcher
 from tasks.search.snippet import snippet
+
+# LanceDB, numpy and the models (tasks.dataset.dataset, tasks.search.searcher and
+# tasks.search.info) are imported in the functions that open the dataset: --help, option
+# errors and a question a running service answers never load them (README, "Everyday paths").
 
 # How hits are printed: a table, JSON (also `--json`) or Markdown quotes with citations.
 FORMATS = ("table", "json", "markdown")
@@ -145,8 +156,6 @@ def render_sources(sources: list[dict[str, Any]]) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
-    from flows.service import ServiceSettings
-
     parser = argparse.ArgumentParser(
         prog="python -m flows.query",
         description=__doc__,
@@ -174,6 +183,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, arg
         "--record",
         action="store_true",
         help="record a Prefect flow run even when no Prefect API is configured",
+    )
+    parser.add_argument(
+        "--no-service",
+        action="store_true",
+        help="search in this process even when a --serve process serves the dataset here",
     )
     add_options(parser.add_argument_group("service"), ServiceSettings)
     args = parser.parse_args(argv)
@@ -218,10 +232,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: _run_batch(args.queries_file, dataset.index_uri, params, record, server)
         )
     request = parse_options(parser, args, QueryRequest)
+    if not (record or args.no_service or args.model):
+        answered = service_client.answer(request)  # None: no service here that can answer
+        if answered is not None:
+            mode, hits = answered
+            return _print_hits(hits, request, mode, args.format)
     return exit_status(lambda: _ask(request, args.model, args.format, record, server))
 
 
 def _describe(index_uri: str, stats: bool, as_json: bool) -> int:
+    from tasks.dataset.dataset import Dataset
+    from tasks.search.info import index_stats, list_sources
+    from tasks.search.searcher import Searcher
+
     searcher = Searcher(Dataset(index_uri))
     if stats:
         found = index_stats(searcher)
@@ -240,6 +263,9 @@ def _ask(
     record: bool,
     server: temporary_server.TemporaryServer | None,
 ) -> int:
+    from tasks.dataset.dataset import Dataset
+    from tasks.search.searcher import Searcher
+
     searcher = Searcher(Dataset(request.index_uri))  # fail fast, before Prefect or the model
     if model:
         searcher.check_model(model)
@@ -257,6 +283,10 @@ def _ask(
         hits = query(**request.options())
     else:
         hits = searcher.search(request.text, request.narrow(SearchParams))
+    return _print_hits(hits, request, mode, output)
+
+
+def _print_hits(hits: list[Hit], request: QueryRequest, mode: str, output: str) -> int:
     if output == "json":
         print(json.dumps([asdict(hit) for hit in hits], ensure_ascii=False, indent=2))
     elif output == "markdown" and hits:
@@ -285,6 +315,9 @@ def _run_batch(
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    from tasks.dataset.dataset import Dataset
+    from tasks.search.searcher import Searcher
+
     searcher = Searcher(Dataset(index_uri), keep_vectors=True)  # many questions
     params = params.model_copy(update={"mode": searcher.resolve_mode(params.mode)})
     texts = [q.query for q in queries]

@@ -21,23 +21,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from datetime import timedelta
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.core.options import Settings, option
-from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
-from tasks.embed.models import prefer_latency
-from tasks.search.info import index_stats
 from tasks.search.params import MAX_K, SearchParams
 from tasks.search.request import SearchRequest
 from tasks.search.rerank import cross_encoder
-from tasks.search.searcher import Searcher
+
+# The dataset, the searcher and the models (LanceDB, numpy, onnxruntime) are imported where
+# the service starts (`serve`): `flows.query --help` reads ServiceSettings from this module.
+if TYPE_CHECKING:
+    from tasks.search.searcher import Searcher
 
 # How stale the service's view of the dataset may be: checking for new versions on every
 # request costs a few milliseconds a query, once a second well under one.
@@ -149,7 +151,12 @@ def create_app(
     @app.get("/health")
     def health() -> dict[str, Any]:
         dataset = searcher.dataset
-        return {"status": "ok", "index": dataset.uri, "table_version": dataset.chunks.version}
+        return {
+            "status": "ok",
+            "index": dataset.uri,
+            "table_version": dataset.chunks.version,
+            "default_mode": searcher.resolve_mode(None),  # what a request without "mode" gets
+        }
 
     def answer(text: str, params: SearchParams) -> JSONResponse:
         """The hits as the answer, its JSON written on the search's thread: the event loop
@@ -181,6 +188,8 @@ def create_app(
 
     @app.get("/stats")
     def stats() -> dict[str, Any]:
+        from tasks.search.info import index_stats
+
         return index_stats(searcher)
 
     return app
@@ -297,9 +306,16 @@ class BodyLimit:
 
 
 def serve(index_uri: str, settings: ServiceSettings, reranker: str | None = None) -> int:
-    """Serve the dataset over HTTP until interrupted; with `reranker`, the folder of the
-    cross-encoder that re-ranks (loaded, or refused with a RerankerError, before serving)."""
+    """Serve the dataset over HTTP until interrupted (SIGINT or SIGTERM); with `reranker`, the
+    folder of the cross-encoder that re-ranks (loaded, or refused with a RerankerError, before
+    serving). While it serves, the dataset's service file names it (flows/service_client.py),
+    so that a question on this machine comes here instead of loading everything itself."""
     import uvicorn
+
+    from flows.service_client import announced
+    from tasks.dataset.dataset import Dataset
+    from tasks.embed.models import prefer_latency
+    from tasks.search.searcher import Searcher
 
     searcher = Searcher(Dataset(index_uri, consistency=REFRESH), keep_vectors=True)
     if reranker:
@@ -311,7 +327,17 @@ def serve(index_uri: str, settings: ServiceSettings, reranker: str | None = None
     reranking = f", re-ranking with {reranker}" if reranker else ""
     print(f"serving {index_uri} on http://{settings.host}:{settings.port}{reranking}", flush=True)
     app = create_app(searcher, settings, reranker)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning")
+    server = uvicorn.Server(config)
+    listening = config.bind_socket()  # the port is ours before the service file names it
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again: as KeyboardInterrupt
+    # (as SIGINT's), the service file is removed before the process ends.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        with announced(index_uri, settings.host, settings.port, reranker, settings.search_timeout):
+            server.run(sockets=[listening])
+    except KeyboardInterrupt:
+        pass
     return 0
 
 

@@ -35,3 +35,20 @@ def run_module(
 def own_prefect_home(home: Path) -> dict[str, str]:
     """This process's environment with its own Prefect home, so a command starts its own server."""
     return {**os.environ, "PREFECT_HOME": str(home)}
+
+
+def with_import_times(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with Python's import profiler on (`-X importtime`): the command's stderr then
+    names every module it imported (read them with `imported_modules`)."""
+    return {**env, "PYTHONPROFILEIMPORTTIME": "1"}
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """The modules a command run `with_import_times` imported, and their top-level packages."""
+    names = {
+        line.rpartition("|")[2].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    names.discard("imported package")  # the profiler's header line
+    return names | {name.partition(".")[0] for name in names}

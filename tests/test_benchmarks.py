@@ -173,19 +173,30 @@ def check_rerank(out: str) -> None:
 
 
 def check_startup(out: str) -> None:
-    """A plain command, one without and with a Prefect server, one from another folder."""
-    rows = [
-        "query --stats",
-        "query, --mode fts, no server",
-        "query, default mode, no server, another folder",
-        "query, --mode fts, server running",
-    ]
+    """A plain command, one without and with a Prefect server, one from another folder, one
+    with a search service running, each beside the floor it is read against."""
+    rows = {
+        "query --stats": "import tasks, lancedb",
+        "query, --mode fts, no server": "import tasks, lancedb",
+        "query, default mode, no server, another folder": "import tasks, lancedb",
+        "query, --mode fts, server running": "import tasks, prefect, lancedb",
+        "query, default mode, service running": "python -c pass",
+    }
+    floors = ["python -c pass", "import tasks, lancedb", "import tasks, prefect, lancedb"]
+    load = r"[\d.]+ [\d.]+ [\d.]+"
     assert_lines(
         out,
-        r"median wall seconds over 1 runs; corpus .*",
-        *(rf"{re.escape(name)} +[\d.]+" for name in rows),
+        rf"median wall seconds over 1 runs; corpus .*; load average {load} at the start, "
+        rf"{load} at the end",
+        *(rf"floor: {re.escape(floor)} +[\d.]+" for floor in floors),
+        *(
+            rf"{re.escape(name)} +[\d.]+  {re.escape(floor)} +[\d.]+  [+-][\d.]+"
+            for name, floor in rows.items()
+        ),
     )
-    assert list(json_line(out)) == rows
+    report = json_line(out)
+    assert list(report["floors"]) == floors
+    assert {name: row["floor"] for name, row in report["commands"].items()} == rows
 
 
 def check_kills(out: str) -> None:

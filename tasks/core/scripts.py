@@ -32,10 +32,12 @@ character classes below, so a chunk of a thousand characters takes microseconds.
 from __future__ import annotations
 
 from functools import cache
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
-import numpy as np
 import regex
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Script = Literal["han", "kana", "hangul", "latin", "cyrillic", "other"]
 Group = Literal["chinese", "japanese", "korean", "latin", "cyrillic", "other", "no_letters"]
@@ -72,6 +74,8 @@ _LETTER_PLANES_END = 0x40000  # planes 4 to 16 hold no letters (unassigned, tags
 @cache
 def _script_table() -> np.ndarray:
     """Every code point's script as 1 + its index in SCRIPTS, or 0 for a non-letter."""
+    import numpy as np  # here and below: a table's snippets (CJK) need no numpy
+
     table = np.zeros(0x110000, np.uint8)
     runs = regex.compile(
         "|".join(f"(?P<{script}>[{LETTERS[script]}]+)" for script in SCRIPTS), regex.VERSION1
@@ -84,6 +88,8 @@ def _script_table() -> np.ndarray:
 
 def script_counts(text: str) -> dict[Script, int]:
     """How many letters of `text` each script has (scripts without any are left out)."""
+    import numpy as np
+
     code_points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
     counts = np.bincount(_script_table()[code_points], minlength=1 + len(SCRIPTS))
     return {script: int(n) for script, n in zip(SCRIPTS, counts[1:], strict=True) if n}

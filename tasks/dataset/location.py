@@ -19,8 +19,7 @@ import json
 import os
 from datetime import timedelta
 from pathlib import Path
-
-import lancedb
+from typing import TYPE_CHECKING
 
 from tasks.core.memory import lance_cache_bytes
 from tasks.core.options import Settings, option
@@ -29,6 +28,9 @@ STORAGE_OPTIONS_ENV = "DOC_INDEXER_STORAGE_OPTIONS"
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_INDEX_URI = str(ROOT / "data" / "index")
 LOCK_DIR = ROOT / ".cache" / "locks"  # lock files of object-store datasets
+
+if TYPE_CHECKING:
+    import lancedb
 
 
 class DatasetError(Exception):
@@ -76,6 +78,8 @@ def connect(uri: str, consistency: timedelta | None = None) -> lancedb.DBConnect
     that cannot be reached or listed (no such bucket, wrong endpoint or credentials) is a
     DatasetError naming the URI.
     """
+    import lancedb  # here, not at the top: commands that only parse options (--help) skip it
+
     options = None if local_path(uri) else storage_options()
     cache = lance_cache_bytes()
     session = None if cache is None else lancedb.Session(cache, cache)
@@ -97,8 +101,22 @@ def lock_file(uri: str) -> Path:
     folder = local_path(uri)
     if folder is not None:
         return folder / ".ingest.lock"
-    digest = hashlib.sha256(uri.rstrip("/").encode()).hexdigest()[:16]
-    return LOCK_DIR / f"{digest}.lock"
+    return LOCK_DIR / f"{_digest(uri)}.lock"
+
+
+def service_file(uri: str) -> Path:
+    """The file in which a search service of the dataset at `uri` says where it listens on
+    this machine (flows/service_client.py): beside the dataset's lock, in the dataset's
+    folder or, for an object store, under LOCK_DIR."""
+    folder = local_path(uri)
+    if folder is not None:
+        return folder / ".service.json"
+    return LOCK_DIR / f"{_digest(uri)}.service.json"
+
+
+def _digest(uri: str) -> str:
+    """A short name for an object-store URI, for its files on this machine."""
+    return hashlib.sha256(uri.rstrip("/").encode()).hexdigest()[:16]
 
 
 class DatasetOption(Settings):
