@@ -80,9 +80,12 @@ def announced(
 def read_announcement(path: Path) -> Announcement | None:
     """The announcement in `path`; None when there is none or it cannot be read."""
     try:
-        return Announcement(**json.loads(path.read_text("utf-8")))
+        found = Announcement(**json.loads(path.read_text("utf-8")))
     except (OSError, ValueError, TypeError):
         return None
+    fields = (found.pid, found.port, found.host, found.index, found.search_timeout)
+    kinds = (int, int, str, str, int | float)
+    return found if all(map(isinstance, fields, kinds)) else None
 
 
 def running_service(index_uri: str) -> Announcement | None:

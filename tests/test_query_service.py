@@ -186,5 +186,9 @@ def test_a_service_file_whose_process_is_gone_is_ignored(own_dataset, tmp_path):
         alive = Announcement(**{**left.__dict__, "pid": os.getpid()})
         path.write_text(json.dumps(alive.__dict__), "utf-8")
         assert running_service(dataset) == alive
+        # ... and a file that is not an announcement is ignored
+        for malformed in [json.dumps({**alive.__dict__, "pid": str(os.getpid())}), "{"]:
+            path.write_text(malformed, "utf-8")
+            assert running_service(dataset) is None, malformed
     finally:
         path.unlink(missing_ok=True)
