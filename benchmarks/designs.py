@@ -5,24 +5,25 @@
 `--smoke`: every design on the cut copies of xquad-en and xquad-zh that
 `benchmarks.quality --smoke` measures (seconds; still needs ../shared).
 
-Each set's chunks are those of its dataset built with the default model by
-`benchmarks.quality` (made first where missing), and its full-text lists those that
-`benchmarks.quality --tune` keeps (`candidates`). A design says how chunks and questions
-become vectors; the vector list is the exact cosine top 100 (re-scored across scripts where
-the design's question encoder does that, as the searcher does), fused with the same
-full-text list by the fusion the design names. Printed per set and design: vector, full-text
+Each set's chunks are those of its dataset built with the dual model (DUAL_MODEL, the default
+before headings) by `benchmarks.quality` (made first where missing), and its full-text lists
+those that `benchmarks.quality --tune` keeps (`candidates`). A design says how chunks and
+questions become vectors; the vector list is the exact cosine top 100 (re-scored across
+scripts where the design's question encoder does that, as the searcher does), fused with the
+same full-text list by the fusion the design names. Printed per set and design: vector, full-text
 and hybrid nDCG@10, and the share of questions whose document is first and in the first 3.
 
 Designs (`DESIGNS`):
-- today: the stored vectors of the default dual model (English MiniLM on Latin text, USE
-  multilingual on all), its questions and fusion: the figures `benchmarks.quality` prints;
+- dual: the stored vectors of the dual model (English MiniLM on Latin text, USE multilingual
+  on all), its questions and fusion: the figures `benchmarks.quality --model DUAL_MODEL`
+  prints;
 - e5: multilingual-e5-small alone (tasks/embed/e5_backend.py), its "query:"/"passage:"
   prefixes;
 - dual-e5: the dual layout with e5 as the multilingual part instead of USE;
-- headings: today's model, each chunk embedded with its document title and heading path in
-  front ("Title > A > B", then the text); questions as today; headings-path: the heading path
-  alone in front;
-- runs-T: today's, with the English model also reading the Latin runs (identifiers,
+- headings: the dual model, each chunk embedded with its document title and heading path in
+  front ("Title > A > B", then the text); questions as the dual's; headings-path: the heading
+  path alone in front (the default model, DEFAULT_MODEL);
+- runs-T: the dual's, with the English model also reading the Latin runs (identifiers,
   commands, English words) of chunks in another script, at weight T (see `latin_runs`).
 
 e5's passage vectors of a set are kept beside its dataset (e5-passages-<version>.npy), so a
@@ -47,7 +48,7 @@ from tasks.dataset.dataset import Dataset
 from tasks.embed.base import CrossScriptRescorer
 from tasks.embed.dual_backend import DualEmbedder, DualQuestions, reads_english
 from tasks.embed.e5_backend import E5_MODEL_ID
-from tasks.embed.models import DEFAULT_MODEL, get_embedder, query_embedder
+from tasks.embed.models import DUAL_MODEL, get_embedder, query_embedder
 from tasks.eval.metrics import read_qrels, score_run
 from tasks.search.fusion import Fusion, best_per_doc, fusion_for
 from tasks.search.hits import HIT_COLUMNS, Hit
@@ -88,7 +89,7 @@ class Design:
 
 
 def load(name: str) -> SetData:
-    uri = dataset_for(name, DEFAULT_MODEL)
+    uri = dataset_for(name, DUAL_MODEL)
     searcher = Searcher(Dataset(uri))
     table = Dataset(uri).chunks.to_arrow()
     rows = table.select([c for c in HIT_COLUMNS if c in table.column_names]).to_pylist()
@@ -99,7 +100,7 @@ def load(name: str) -> SetData:
 
 
 def _dual() -> DualEmbedder:
-    dual = get_embedder(DEFAULT_MODEL)
+    dual = get_embedder(DUAL_MODEL)
     assert isinstance(dual, DualEmbedder)
     return dual
 
@@ -118,7 +119,7 @@ def _questions(data: SetData) -> list[str]:
     return [question for _, question, *_ in data.lists]
 
 
-def today_questions(data: SetData) -> tuple[np.ndarray, CrossScriptRescorer | None]:
+def dual_questions(data: SetData) -> tuple[np.ndarray, CrossScriptRescorer | None]:
     asker = query_embedder(Dataset(data.uri).fingerprint.model)
     assert isinstance(asker, DualQuestions)
     return asker.encode(_questions(data)), asker
@@ -156,7 +157,7 @@ def latin_share(text: str) -> float:
 
 
 def runs_chunks(weight: float, full_share: float | None = None) -> Callable[[SetData], np.ndarray]:
-    """Today's vectors; a chunk in another script whose Latin runs have words gets the English
+    """The dual's vectors; a chunk in another script whose Latin runs have words gets the English
     model's vector of those runs at `weight` in the English part, its multilingual part as
     before, the slot taking the rest (so a question in another script scores it as before)."""
 
@@ -193,7 +194,7 @@ def with_headings(row: dict, title: bool = True) -> str:
 
 
 def headings_chunks(title: bool) -> Callable[[SetData], np.ndarray]:
-    """The default model's vectors of each chunk with its heading path (and the document
+    """The dual model's vectors of each chunk with its heading path (and the document
     title, where `title`) in front, kept beside the dataset like e5's."""
 
     def chunks(data: SetData) -> np.ndarray:
@@ -209,17 +210,17 @@ def headings_chunks(title: bool) -> Callable[[SetData], np.ndarray]:
 
 
 DESIGNS: dict[str, Design] = {
-    "today": Design(stored, today_questions, fusion_for(True)),
+    "dual": Design(stored, dual_questions, fusion_for(True)),
     "e5": Design(e5_passages, e5_questions, fusion_for(True)),
     "dual-e5": Design(dual_e5_chunks, dual_e5_questions, fusion_for(True)),
-    "headings": Design(headings_chunks(True), today_questions, fusion_for(True)),
-    "headings-path": Design(headings_chunks(False), today_questions, fusion_for(True)),
+    "headings": Design(headings_chunks(True), dual_questions, fusion_for(True)),
+    "headings-path": Design(headings_chunks(False), dual_questions, fusion_for(True)),
     **{
-        f"runs-{t}": Design(runs_chunks(t), today_questions, fusion_for(True))
+        f"runs-{t}": Design(runs_chunks(t), dual_questions, fusion_for(True))
         for t in (0.05, 0.1, 0.2, 0.3)
     },
     **{
-        f"runs-{t}-share{share}": Design(runs_chunks(t, share), today_questions, fusion_for(True))
+        f"runs-{t}-share{share}": Design(runs_chunks(t, share), dual_questions, fusion_for(True))
         for t in (0.3, 0.5, 0.7)
         for share in (0.3, 0.6)
     },
@@ -271,6 +272,7 @@ def main() -> int:
     if sets is None:
         return 0
     print("set / design: nDCG@10 (top 1, top 3) for vector, fts, hybrid", flush=True)
+    width = max(map(len, args.designs)) + 2
     for name in sets:
         data = load(name)
         for label in args.designs:
@@ -280,7 +282,7 @@ def main() -> int:
                 f"{mode} {m['ndcg']:.3f} ({m['top1']:.2f}, {m['top3']:.2f})"
                 for mode, m in figures.items()
             )
-            print(f"{name:<24}{label:<10}{cells}", flush=True)
+            print(f"{name:<24}{label:<{width}}{cells}", flush=True)
     return 0
 
 

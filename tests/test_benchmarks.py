@@ -158,7 +158,7 @@ def check_designs(out: str) -> None:
     lines = [line for line in out.splitlines() if line.startswith("xquad-")]
     for name in ("xquad-en", "xquad-zh"):
         measured = {line.split()[1] for line in lines if line.split()[0] == name}
-        assert {"today", "e5", "dual-e5", "runs-0.3"} <= measured, out
+        assert {"dual", "e5", "dual-e5", "headings-path", "runs-0.3"} <= measured, out
     for line in lines:
         assert re.fullmatch(rf"xquad-(en|zh) +\S+ *{row}", line), line
         assert float(line.split("hybrid ")[1].split()[0]) > 0, line

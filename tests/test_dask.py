@@ -20,10 +20,10 @@ def _table(uri: str) -> dict[str, tuple[str, np.ndarray]]:
 
 
 def _embedder_calls() -> dict[str, int]:
-    """Run on each Dask worker: how often it looked up, and how often it loaded, a model."""
-    from tasks.embed.models import embedder_cache_info
+    """Run on each Dask worker: how often it looked up, and how often it loaded, the model."""
+    from tasks.embed.models import DEFAULT_MODEL, embedder_cache_info
 
-    calls, loads = embedder_cache_info()
+    calls, loads = embedder_cache_info(DEFAULT_MODEL)
     return {"calls": calls, "loads": loads}
 
 

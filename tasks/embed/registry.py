@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
@@ -162,6 +163,8 @@ def token_counter(spec: str) -> TokenCounter:
 
 _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_LOCK = threading.Lock()
+_CALLS: Counter[str] = Counter()  # get_embedder calls by spec
+_LOADS: Counter[str] = Counter()  # models loaded by spec
 
 
 def get_embedder(spec: str) -> Embedder:
@@ -170,17 +173,20 @@ def get_embedder(spec: str) -> Embedder:
     Different specs load in parallel (the dual model loads its two parts side by side)."""
     with _LOCKS_LOCK:
         lock = _LOCKS.setdefault(spec, threading.Lock())
+        _CALLS[spec] += 1
     with lock:
         return _load(spec)
 
 
-def embedder_cache_info() -> tuple[int, int]:
-    """(get_embedder calls, models loaded) in this process."""
-    info = _load.cache_info()
-    return info.hits + info.misses, info.misses
+def embedder_cache_info(spec: str) -> tuple[int, int]:
+    """(get_embedder calls, models loaded) for `spec` in this process (a model made of
+    others, like headings:SPEC, also asks for those: they count under their own specs)."""
+    with _LOCKS_LOCK:
+        return _CALLS[spec], _LOADS[spec]
 
 
 @cache
 def _load(spec: str) -> Embedder:
     backend, model = parse_spec(spec)
+    _LOADS[spec] += 1
     return backend.load(model)
