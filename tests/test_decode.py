@@ -11,8 +11,10 @@ import pytest
 
 from tasks.core.reasons import Reason, Status
 from tasks.core.records import Document
-from tasks.ingest import iconv_codec
-from tasks.ingest.decode import (
+from tasks.ingest.discover import discover
+from tasks.ingest.parse import load_document
+from tasks.parse import iconv_codec
+from tasks.parse.decode import (
     codec_for_label,
     declared_encoding,
     decode_bytes,
@@ -20,8 +22,6 @@ from tasks.ingest.decode import (
     plausibility,
     sniff_markup,
 )
-from tasks.ingest.discover import discover
-from tasks.ingest.parse import load_document
 
 from .conftest import shared_path
 
@@ -314,7 +314,7 @@ def test_every_legacy_encoded_file_is_indexed_without_a_character_its_encoding_l
     encoding. A mis-decoded file has a character that the true decoding lacks; a superset
     codec (cp932 for SHIFT_JIS, gb18030 for GB2312, ...) may supply a character where it reads
     the same bytes more faithfully (see SUPERSETS). EUC-TW has no Python codec: it is decoded
-    through the C library's iconv (tasks/ingest/iconv_codec.py); where that lacks EUC-TW, the
+    through the C library's iconv (tasks/parse/iconv_codec.py); where that lacks EUC-TW, the
     file must fail cleanly as not_a_text_document instead."""
     root = shared_path("corpus", "nasty", "encodings")
     files = sorted(path for path in root.glob("*/*") if path.is_file())

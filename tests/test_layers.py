@@ -15,7 +15,7 @@ PACKAGES = ("tasks", "flows", "deployments")
 # Lower layers first; packages on one line are siblings that must not import each other.
 LAYERS = (
     ("tasks.core",),
-    ("tasks.text", "tasks.embed"),
+    ("tasks.text", "tasks.embed", "tasks.parse"),
     ("tasks.dataset",),
     ("tasks.ingest", "tasks.search", "tasks.eval"),
     ("flows",),

@@ -10,10 +10,10 @@ from tasks.core.formats import BY_MIME, FORMATS, MIME_TYPES, TYPES
 from tasks.core.reasons import Reason
 from tasks.core.records import SourceFile
 from tasks.ingest import registry
-from tasks.ingest.errors import LoadError
 from tasks.ingest.parse import read_blocks
 from tasks.ingest.registry import ReadOptions
 from tasks.ingest.steps import LOAD_CACHE
+from tasks.parse.errors import LoadError
 from tasks.search.params import SearchParams
 
 

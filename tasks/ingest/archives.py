@@ -8,7 +8,7 @@ import zipfile
 import zlib
 
 from tasks.core.reasons import Reason
-from tasks.ingest.errors import LoadError
+from tasks.parse.errors import LoadError
 
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 MAX_UNPACKED = 1 << 30  # an archive that unpacks to more is refused as too_large

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 
 from tasks.core.reasons import Reason
-from tasks.ingest.errors import LoadError
+from tasks.parse.errors import LoadError
 
 PANDOC_ENV = "PYPANDOC_PANDOC"
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile, document_text, sha256_hex
 from tasks.ingest import metadata
-from tasks.ingest.errors import LoadError
 from tasks.ingest.registry import Reading, ReadOptions, reader_for, warm_up_reader, warm_up_readers
 from tasks.ingest.unstructured_offline import install_unstructured_nlp, sentence_pipeline
+from tasks.parse.errors import LoadError
 
 __all__ = ["ReadOptions", "load_document", "read_blocks", "warm_up"]
 

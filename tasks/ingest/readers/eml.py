@@ -34,9 +34,7 @@ from pathlib import PurePosixPath
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
-from tasks.ingest.decode import decode_bytes, looks_binary
 from tasks.ingest.elements import text_blocks
-from tasks.ingest.errors import LoadError
 from tasks.ingest.metadata import email_metadata
 from tasks.ingest.ocr import OcrResult
 from tasks.ingest.registry import (
@@ -47,6 +45,8 @@ from tasks.ingest.registry import (
     reader_for_name,
     register,
 )
+from tasks.parse.decode import decode_bytes, looks_binary
+from tasks.parse.errors import LoadError
 
 # The headers of the first block, in this order.
 SEARCHED_HEADERS = ("Subject", "From", "To", "Cc", "Date")
@@ -231,5 +231,5 @@ register(
     "eml",
     read_eml,
     (Reason.NOT_A_TEXT_DOCUMENT, Reason.DAMAGED_FILE),
-    code=("tasks.ingest.decode", "tasks.ingest.elements", "tasks.ingest.metadata"),
+    code=("tasks.parse.decode", "tasks.ingest.elements", "tasks.ingest.metadata"),
 )

@@ -16,10 +16,10 @@ from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
 from tasks.ingest.archives import check_zip, read_member
 from tasks.ingest.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
-from tasks.ingest.errors import LoadError
 from tasks.ingest.metadata import epub_metadata
 from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
 from tasks.ingest.registry import Reading, ReadOptions, register
+from tasks.parse.errors import LoadError
 
 # What META-INF/encryption.xml may name without the text being unreadable: font obfuscation
 # (EPUB 3 and Adobe's).

@@ -14,11 +14,11 @@ import io
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
 from tasks.ingest.archives import check_zip, read_member
-from tasks.ingest.errors import LoadError
 from tasks.ingest.metadata import odt_metadata
 from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
 from tasks.ingest.readers.office import office_blocks
 from tasks.ingest.registry import Reading, ReadOptions, register
+from tasks.parse.errors import LoadError
 
 
 def read_odt(data: bytes) -> list[Block]:

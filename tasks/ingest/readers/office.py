@@ -34,9 +34,9 @@ from typing import Any
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
 from tasks.ingest.archives import check_zip
-from tasks.ingest.errors import LoadError
 from tasks.ingest.metadata import office_metadata
 from tasks.ingest.registry import ReadFunction, Reading, ReadOptions, register
+from tasks.parse.errors import LoadError
 
 OLE_MAGIC = bytes.fromhex("D0CF11E0A1B11AE1")
 # The part each format cannot do without.

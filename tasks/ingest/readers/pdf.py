@@ -11,11 +11,11 @@ from typing import Any
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
 from tasks.ingest.elements import elements_to_blocks
-from tasks.ingest.errors import LoadError
 from tasks.ingest.metadata import pdf_metadata
 from tasks.ingest.ocr import OcrResult, ocr_pdf
 from tasks.ingest.registry import Reading, ReadOptions, register
 from tasks.ingest.unstructured_offline import check_pdf_support
+from tasks.parse.errors import LoadError
 
 
 def _has_text(elements: list[Any]) -> bool:

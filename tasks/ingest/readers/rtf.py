@@ -10,10 +10,10 @@ import io
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
 from tasks.ingest.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
-from tasks.ingest.errors import LoadError
 from tasks.ingest.metadata import rtf_metadata
 from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
 from tasks.ingest.registry import Reading, ReadOptions, register
+from tasks.parse.errors import LoadError
 
 RTF_MAGIC = b"{\\rtf"
 

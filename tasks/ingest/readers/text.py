@@ -1,4 +1,4 @@
-"""Markdown, HTML and plain-text files: decoded here (tasks/ingest/decode.py), partitioned by
+"""Markdown, HTML and plain-text files: decoded here (tasks/parse/decode.py), partitioned by
 unstructured as text.
 
 What the bytes are beats the file name: a .md or .txt file that holds HTML is partitioned as
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
-from tasks.ingest.decode import decode_bytes, looks_binary, xml_text_blocks
 from tasks.ingest.elements import Markup, text_blocks
-from tasks.ingest.errors import LoadError
 from tasks.ingest.metadata import html_metadata, markdown_metadata
 from tasks.ingest.registry import ReadFunction, Reading, ReadOptions, register
+from tasks.parse.decode import decode_bytes, looks_binary, xml_text_blocks
+from tasks.parse.errors import LoadError
 
 
 def read_text(data: bytes, markup: Markup) -> list[Block]:
@@ -60,8 +60,8 @@ def warm_up() -> None:
 
 
 CODE = (
-    "tasks.ingest.decode",
-    "tasks.ingest.iconv_codec",
+    "tasks.parse.decode",
+    "tasks.parse.iconv_codec",
     "tasks.ingest.elements",
     "tasks.ingest.metadata",
 )

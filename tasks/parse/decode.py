@@ -20,7 +20,7 @@ Order of evidence (the first that applies wins):
    charset-normalizer lacks). Nothing plausible: LoadError(not_a_text_document) instead of
    mojibake.
 
-EUC-TW has no Python codec: tasks/ingest/iconv_codec.py provides one through the C library's
+EUC-TW has no Python codec: tasks/parse/iconv_codec.py provides one through the C library's
 iconv where that has it.
 
 `sniff_markup` looks at content, not the file name: a `.md` or `.txt` file that starts with
@@ -44,8 +44,8 @@ from w3lib.encoding import read_bom, resolve_encoding
 
 from tasks.core.reasons import Reason
 from tasks.core.scripts import dominant_script, script_of
-from tasks.ingest import iconv_codec
-from tasks.ingest.errors import LoadError
+from tasks.parse import iconv_codec
+from tasks.parse.errors import LoadError
 
 iconv_codec.register()
 

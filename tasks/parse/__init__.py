@@ -1,0 +1,1 @@
+"""Reading documents: a file's bytes → blocks and metadata, through one reader per format."""
