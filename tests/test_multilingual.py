@@ -165,3 +165,36 @@ def test_sentence_vectors_are_kept_by_sentence_so_shared_ones_are_encoded_once(
         fresh.cross_script_bonus(question, ["Bees dance in the hive. Ants march."]), abs=1e-5
     )
     assert bonus.min() > 0 and later[0] > 0
+
+
+# Chinese pages sharing an English identifier: the page about it names it in a heading; an
+# unrelated page holds it in a code block, where the full-text list finds it first.
+IDENTIFIER_PAGES = {
+    "apt.md": "# 第六章 软件包管理\n\n## 6.1 编辑 sources.list 文件\n\n"
+    "系统从哪些镜像下载软件包，由这个文件中的每一行决定。每行先写软件包的类型，"
+    "再写镜像的地址、发行版代号和组件。修改之后需要刷新软件包索引，新的镜像才会生效。\n",
+    "backup.md": "# 第九章 备份\n\n## 9.3 每天的备份脚本\n\n"
+    "下面的脚本把重要的配置文件复制到备份目录，每天由定时任务运行一次。\n\n"
+    "```\ncp /etc/fstab /backup/\ncp /etc/apt/sources.list /backup/\ncp /etc/hosts /backup/\n```\n",
+    "network.md": "# 第八章 网络配置\n\n## 8.1 配置 interfaces 文件\n\n"
+    "网络接口的地址、网关和域名服务器都写在这个文件里。修改之后重新启动网络服务即可生效。\n",
+}
+
+
+def test_an_english_question_finds_the_chinese_page_about_an_identifier(prefect_backend, tmp_path):
+    """The identifier is in both pages; the code block of the unrelated one leads the
+    full-text list, yet the default mode answers with the page that is about it (a dataset
+    of the English model alone answers with the code block, in every mode)."""
+    from flows.ingest import ingest
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in IDENTIFIER_PAGES.items():
+        (docs / name).write_text(text, "utf-8")
+    uri = str(tmp_path / "index")
+    ingest(source_dir=str(docs), index_uri=uri)
+    searcher = Searcher(Dataset(uri))
+    question = "How do I edit sources.list to choose a mirror?"
+    by_text = searcher.search(question, SearchParams(k=3, mode="fts"))
+    assert by_text[0].doc_id == "backup.md", "the code block leads the full-text list"
+    assert searcher.search(question, SearchParams(k=3))[0].doc_id == "apt.md"
