@@ -11,86 +11,29 @@ Prefect's settings documentation lists, read here in Prefect's order: the enviro
 `.env`, `prefect.toml` and `pyproject.toml` (`[tool.prefect]`) of the working directory, then
 the active profile. They are read without Prefect: its settings are fixed once it is
 imported, and importing `prefect.settings` (all of `prefect`) would be more than half the
-wall time of a question without a Prefect API. tests/test_prefect_settings.py checks this
-reading against Prefect's own. Moving the home folder would hide the user's profiles file,
-so it is named explicitly.
+wall time of a question without a Prefect API. That reading re-derives Prefect's internals,
+so it is in tasks/core/prefect_compat.py, which tests/test_prefect_compat.py checks against
+Prefect's own. Moving the home folder would hide the user's profiles file, so it is named
+explicitly.
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from tasks.core import prefect_compat
+from tasks.core.prefect_compat import environment_names, profiles_file, read_toml
 
 PROJECT_SETTINGS = Path(__file__).resolve().parents[1] / "prefect.toml"
 
 
-def environment_names(table: dict[str, Any], prefix: str = "PREFECT") -> dict[str, Any]:
-    """Prefect's environment variable for each setting of a prefect.toml table, e.g.
-    `[server.ephemeral] startup_timeout_seconds` →
-    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS."""
-    names: dict[str, Any] = {}
-    for key, value in table.items():
-        name = f"{prefix}_{key.upper()}"
-        if isinstance(value, dict):
-            names |= environment_names(value, name)
-        else:
-            names[name] = value
-    return names
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
-
-
-def _prefect_variables(variables: Mapping[str, str | None]) -> dict[str, str]:
-    """The PREFECT_ variables among `variables`; Prefect reads their names in any case."""
-    return {
-        name.upper(): value
-        for name, value in variables.items()
-        if name.upper().startswith("PREFECT_") and value is not None
-    }
-
-
-def _dotenv(cwd: Path) -> dict[str, str]:
-    """The PREFECT_ variables of the working directory's `.env`, read as Prefect reads it."""
-    if not (cwd / ".env").is_file():
-        return {}
-    from dotenv import dotenv_values  # Prefect's reader of .env, only where there is one
-
-    return _prefect_variables(dotenv_values(cwd / ".env"))
-
-
-def _profiles_file(found: dict[str, Any]) -> Path | None:
-    """The user's Prefect profiles file, where Prefect would look for it."""
-    if found.get("PREFECT_PROFILES_PATH"):
-        return Path(found["PREFECT_PROFILES_PATH"])
-    home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect")).expanduser()
-    path = home / "profiles.toml"
-    return path if path.is_file() else None
-
-
-def _profile(profiles: Path | None) -> dict[str, Any]:
-    """The settings of the active profile in `profiles`."""
-    document = _read(profiles) if profiles is not None else {}
-    active = os.environ.get("PREFECT_PROFILE") or document.get("active", "ephemeral")
-    return dict(document.get("profiles", {}).get(active, {}))
-
-
 def user_settings(cwd: Path) -> dict[str, Any]:
     """The Prefect settings the user has set where Prefect would read them, with their
-    values (the first source Prefect would take wins)."""
-    found = environment_names(_read(cwd / "pyproject.toml").get("tool", {}).get("prefect", {}))
-    local = cwd / "prefect.toml"
-    if local.is_file() and local.resolve() != PROJECT_SETTINGS:
-        found |= environment_names(_read(local))
-    found |= _dotenv(cwd) | _prefect_variables(os.environ)
-    return _profile(_profiles_file(found)) | found
+    values (the first source Prefect would take wins); the repository's prefect.toml is
+    doc-indexer's, not the user's."""
+    return prefect_compat.user_settings(cwd, PROJECT_SETTINGS)
 
 
 def configured_api_url(cwd: Path | None = None) -> str | None:
@@ -102,10 +45,10 @@ def configured_api_url(cwd: Path | None = None) -> str | None:
 
 def apply(cwd: Path | None = None) -> dict[str, str]:
     """Set the project's Prefect settings the user has not set; returns what was set."""
-    ours = environment_names(_read(PROJECT_SETTINGS))
+    ours = environment_names(read_toml(PROJECT_SETTINGS))
     taken = user_settings(cwd or Path.cwd())
     applied: dict[str, str] = {}
-    profiles = _profiles_file(taken)
+    profiles = profiles_file(taken)
     if "PREFECT_HOME" not in taken and profiles is not None:
         applied["PREFECT_PROFILES_PATH"] = str(profiles)  # keep the user's profiles in view
     for name, value in ours.items():

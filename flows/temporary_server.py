@@ -5,9 +5,10 @@ runs: it imports the server's modules into the command (seconds), then waits for
 Started here first, the same server process starts while the command imports Prefect,
 LanceDB and the model, and `wait_until_ready` is only a check by the time the flow is called.
 Prefect's class cannot do that (importing it is the slow part; its start() blocks), so this
-runs its command (`uvicorn_command`, compared with Prefect's by tests/test_temporary_server.py)
-and, like it, moves to another port when uvicorn cannot start. Nothing starts where an API
-server is configured (flows/prefect_settings.py) or Prefect is already imported.
+runs its command with its environment (`server_command` and `SERVER_ENV` of
+tasks/core/prefect_compat.py, compared with Prefect's by tests/test_prefect_compat.py) and,
+like it, moves to another port when uvicorn cannot start. Nothing starts where an API server
+is configured (flows/prefect_settings.py) or Prefect is already imported.
 
 Two things Prefect's server does at start are left out, as they made most of its start-up
 (CPU seconds measured here, benchmarks/RESULTS.md "Start-up of the temporary server"):
@@ -22,7 +23,6 @@ Two things Prefect's server does at start are left out, as they made most of its
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import os
 import random
 import shutil
@@ -35,19 +35,12 @@ from importlib.metadata import version
 from pathlib import Path
 
 from flows.prefect_settings import configured_api_url, user_settings
+from tasks.core import prefect_compat
+from tasks.core.prefect_compat import DATABASE_FILE, REGISTER_BLOCKS, SERVER_ENV
 
 PORTS = range(8000, 9000)  # where Prefect's own temporary servers go
-SERVER_ENV = {  # what Prefect sets for its temporary server: no UI, an ephemeral server
-    "PREFECT_UI_ENABLED": "0",
-    "PREFECT__SERVER_EPHEMERAL": "1",
-    "PREFECT__SERVER_FINAL": "1",
-}
-# see the module doc; left out where the user set it under either of its names
+# see the module doc; left out where the user set it under either of REGISTER_BLOCKS' names
 OUR_SERVER_ENV = {"PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false"}
-REGISTER_BLOCKS = {
-    "PREFECT_SERVER_REGISTER_BLOCKS_ON_START",
-    "PREFECT_API_BLOCKS_REGISTER_ON_START",
-}
 # The launcher of `_stopping_with_this_process`: prctl(PR_SET_PDEATHSIG = 1, SIGTERM), then
 # exit if the parent (argv[1]) died before that, else exec the command (argv[2:]). A fresh
 # process rather than subprocess's preexec_fn, which runs Python between fork and exec: that
@@ -58,24 +51,7 @@ _LAUNCHER = (
     "os.getppid() == int(sys.argv[1]) or sys.exit(1); "
     "os.execv(sys.argv[2], sys.argv[2:])"
 )
-STARTUP_FAILURE = 3  # uvicorn's exit status when it cannot start, e.g. the port is taken
 SEEDS = Path(__file__).resolve().parents[1] / ".cache" / "prefect"
-# settings that move Prefect's database away from `prefect.db` in its home
-DATABASE_SETTINGS = {
-    f"PREFECT_{scope}_DATABASE_{name}"
-    for scope in ("SERVER", "API")
-    for name in ("CONNECTION_URL", "DRIVER", "NAME")
-}
-
-
-def uvicorn_command(port: int) -> list[str]:
-    """Prefect's command for its temporary server on `port`."""
-    spec = importlib.util.find_spec("prefect")  # where it is installed, without importing it
-    assert spec is not None and spec.origin is not None
-    app_dir = str(Path(spec.origin).parents[1])
-    command = [sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory"]
-    command += ["prefect.server.api.server:create_app", "--host", "127.0.0.1"]
-    return command + ["--port", str(port), "--log-level", "error", "--lifespan", "on"]
 
 
 def _free_port() -> int:
@@ -92,10 +68,10 @@ def _free_port() -> int:
 def default_database() -> Path | None:
     """Prefect's SQLite database in its home, or None where the user configured another."""
     found = user_settings(Path.cwd())
-    if DATABASE_SETTINGS & found.keys():
+    if prefect_compat.DATABASE_SETTINGS & found.keys():
         return None
     home = found.get("PREFECT_HOME") or os.environ.get("PREFECT_HOME") or "~/.prefect"
-    return Path(str(home)).expanduser().resolve() / "prefect.db"
+    return Path(str(home)).expanduser().resolve() / DATABASE_FILE
 
 
 def seed_database() -> Path:
@@ -133,7 +109,8 @@ def _keep_seed(database: Path) -> None:
         source, copy = sqlite3.connect(database), sqlite3.connect(partial)
         source.backup(copy)
         copy.execute("PRAGMA journal_mode = DELETE")  # one file, as the seed is copied
-        empty = copy.execute("SELECT count(*) FROM flow_run").fetchone()[0] == 0
+        runs = f"SELECT count(*) FROM {prefect_compat.FLOW_RUN_TABLE}"
+        empty = copy.execute(runs).fetchone()[0] == 0
         copy.close()
         if empty:
             partial.replace(seed)
@@ -166,7 +143,8 @@ class TemporaryServer:
         print(f"Starting temporary Prefect server on {self.address}", file=sys.stderr)
         ours = {} if REGISTER_BLOCKS & user_settings(Path.cwd()).keys() else OUR_SERVER_ENV
         env = {**os.environ, **ours, **SERVER_ENV}
-        process = subprocess.Popen(_stopping_with_this_process(uvicorn_command(self.port)), env=env)
+        command = prefect_compat.server_command(self.port)
+        process = subprocess.Popen(_stopping_with_this_process(command), env=env)
         os.environ["PREFECT_API_URL"] = f"{self.address}/api"
         return process
 
@@ -174,18 +152,16 @@ class TemporaryServer:
         """Return once the server answers its health check; RuntimeError if it cannot start
         within Prefect's server.ephemeral.startup_timeout_seconds."""
         import httpx  # with Prefect, imported by now: the flow is next
-        from prefect.context import refresh_global_settings_context
-        from prefect.settings import get_current_settings
 
-        timeout = get_current_settings().server.ephemeral.startup_timeout_seconds
+        timeout = prefect_compat.startup_timeout()
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=2) as client:
             while time.monotonic() < deadline:
                 status = self.process.poll()
-                if status == STARTUP_FAILURE:  # as Prefect does, try another port
+                if status == prefect_compat.PORT_TAKEN:  # as Prefect does, try another port
                     self.port = _free_port()
                     self.process = self._launch()
-                    refresh_global_settings_context()  # Prefect reads the new PREFECT_API_URL
+                    prefect_compat.reread_settings()  # Prefect reads the new PREFECT_API_URL
                     continue
                 if status is not None:
                     raise RuntimeError(f"the temporary Prefect server exited with status {status}")

@@ -1,4 +1,5 @@
-"""The project's Prefect settings apply from any folder, and a user's own settings still win."""
+"""The project's Prefect settings apply from any folder, and a user's own settings still win
+(that they are read where and in the order Prefect reads them: tests/test_prefect_compat.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from flows import prefect_settings
+from tasks.core import prefect_compat
 
 from .conftest import ROOT
 
@@ -22,7 +24,7 @@ PROBE = (
 
 
 def test_prefect_toml_tables_become_prefect_variable_names():
-    names = prefect_settings.environment_names(
+    names = prefect_compat.environment_names(
         {"home": ".prefect", "server": {"ephemeral": {"startup_timeout_seconds": 120}}}
     )
     assert names == {
@@ -87,30 +89,6 @@ def test_a_command_in_another_folder_sees_the_project_settings(tmp_path):
     assert run_probe(tmp_path, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="33").startswith(
         f"{ROOT / '.prefect'} 33"
     )
-
-
-def test_what_counts_as_set_by_the_user_is_what_prefect_reads(clean_env, tmp_path, monkeypatch):
-    """Every source Prefect reads (environment, .env, prefect.toml, pyproject.toml, the
-    profile .env names) gives the settings Prefect's own Settings sees as set, and only those."""
-    from prefect.settings import Settings
-
-    monkeypatch.chdir(tmp_path)
-    profiles = tmp_path / "profiles.toml"
-    profiles.write_text(
-        'active = "mine"\n[profiles.mine]\nPREFECT_SERVER_ANALYTICS_ENABLED = "true"\n'
-    )
-    clean_env["PREFECT_LOGGING_LEVEL"] = "DEBUG"
-    (tmp_path / ".env").write_text(
-        f"PREFECT_API_URL=http://127.0.0.1:4299/api\nPREFECT_PROFILES_PATH={profiles}\n"
-    )
-    (tmp_path / "prefect.toml").write_text("[server.ephemeral]\nstartup_timeout_seconds = 45\n")
-    (tmp_path / "pyproject.toml").write_text('[tool.prefect]\nhome = "elsewhere"\n')
-    names = set(prefect_settings.environment_names(prefect_settings._read(ROOT / "prefect.toml")))
-    names |= {"PREFECT_API_URL", "PREFECT_PROFILES_PATH"}
-    ours = set(prefect_settings.user_settings(tmp_path)) & names
-    assert ours == names, "each source counts"
-    assert set(Settings().to_environment_variables(exclude_unset=True)) & names == ours
-    assert prefect_settings.configured_api_url(tmp_path) == "http://127.0.0.1:4299/api"
 
 
 def test_an_api_url_in_the_folders_env_file_is_honoured(tmp_path):

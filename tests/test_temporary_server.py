@@ -1,5 +1,6 @@
-"""The command's temporary Prefect server is Prefect's own: the same command and settings, and
-the same move to another port when uvicorn cannot start on the one drawn."""
+"""The command's temporary Prefect server is Prefect's own: the same move to another port when
+uvicorn cannot start on the one drawn (its command and settings are Prefect's, checked by
+tests/test_prefect_compat.py), a seeded database, and it stops with the command."""
 
 from __future__ import annotations
 
@@ -13,28 +14,6 @@ import pytest
 from flows import temporary_server
 
 from .conftest import ROOT
-
-
-def test_the_command_and_its_settings_are_prefects_own(monkeypatch):
-    """Fails when Prefect changes how it starts its temporary server: flows/temporary_server.py
-    then needs the same change."""
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import get_current_settings
-
-    launched: dict[str, object] = {}
-    monkeypatch.setattr(subprocess, "Popen", lambda **kwargs: launched.update(kwargs))
-    server = SubprocessASGIServer(port=7999)
-    try:
-        server._run_uvicorn_command()  # what SubprocessASGIServer.start() runs
-    finally:
-        server.stop()
-    assert launched["args"] == temporary_server.uvicorn_command(7999)
-    env = launched["env"]
-    assert isinstance(env, dict)
-    settings = get_current_settings().to_environment_variables(exclude_unset=True)
-    added = {k: v for k, v in env.items() if k not in os.environ and k not in settings}
-    assert added == temporary_server.SERVER_ENV
-
 
 PORT_TAKEN_PROBE = """
 import socket

@@ -16,7 +16,6 @@ not a terminal.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -29,7 +28,6 @@ from prefect.artifacts import (
     create_table_artifact,
     update_progress_artifact,
 )
-from prefect.logging.handlers import PrefectConsoleHandler
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -43,6 +41,7 @@ from rich.progress import (
 from rich.text import Text
 
 from tasks.core.artifacts import Logger, publish_artifact
+from tasks.core.prefect_compat import log_console
 from tasks.ingest.summary import FileProblem, IngestSummary
 
 SUMMARY_KEY = "ingest-summary"
@@ -166,8 +165,7 @@ def terminal_progress() -> Iterator[None]:
     if not sys.stderr.isatty() or os.environ.get("CI"):
         yield
         return
-    handlers = logging.getLogger().handlers
-    console = next((h.console for h in handlers if isinstance(h, PrefectConsoleHandler)), None)
+    console = log_console()
     display = Progress(
         TextColumn("{task.description}"),
         # Explicit colours: Prefect's console has its own theme, without rich's bar styles.

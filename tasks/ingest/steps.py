@@ -29,12 +29,12 @@ import numpy as np
 import psutil
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from prefect.context import FlowRunContext
 from prefect.utilities.annotations import quote
 
 from tasks.core import faults
 from tasks.core.artifacts import Logger
 from tasks.core.memory import release_free_memory
+from tasks.core.prefect_compat import unlink_results
 from tasks.core.reasons import Reason
 from tasks.core.records import Chunk, Document, SourceFile
 from tasks.dataset.dataset import Dataset
@@ -173,17 +173,9 @@ class _OfThisScan(Future[list[Document]]):
 
 
 def forget_links(result: ListT) -> ListT:
-    """`result`, a task's returned list, no longer linked to its task run by the flow run.
-
-    Prefect links a task's result and each of its elements to the task run for as long as the
-    flow runs (`FlowRunContext.run_results`), to draw the task graph from task inputs it
-    walks. The flow's inputs reach their tasks unwalked, so the links are never read; one per
-    document of every load and split came to about 40 MiB over 100,000 files
-    (benchmarks/RESULTS.md, "Scale on this session's machine")."""
-    context = FlowRunContext.get()
-    if context is not None:
-        for item in (result, *result):
-            context.run_results.pop(id(item), None)
+    """`result`, a task's returned list, no longer linked to its task run by the flow run
+    (`prefect_compat.unlink_results`: the links are never read, and cost memory per file)."""
+    unlink_results(result)
     return result
 
 
