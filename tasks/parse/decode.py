@@ -38,10 +38,9 @@ from dataclasses import dataclass
 import charset_normalizer
 import webencodings
 from bs4.dammit import EncodingDetector
-from charset_normalizer.cd import coherence_ratio
-from charset_normalizer.md import mess_ratio
 from w3lib.encoding import read_bom, resolve_encoding
 
+from tasks.core.charset_compat import ISO_2022, WIDE_UTF, language_coherence, mess
 from tasks.core.reasons import Reason
 from tasks.core.scripts import dominant_script, script_of
 from tasks.parse import iconv_codec
@@ -208,7 +207,7 @@ def _quality(sample: str) -> float:
     Hebrew and Arabic files of the shared encodings apart on its own."""
     if dominant_script(_ASCII_RUNS.sub("", sample)) in (None, "latin"):
         return plausibility(sample)
-    return 1.0 - mess_ratio(sample, maximum_threshold=1.0)
+    return 1.0 - mess(sample)
 
 
 def guess(data: bytes) -> tuple[str, str]:
@@ -230,8 +229,7 @@ def guess(data: bytes) -> tuple[str, str]:
         quality = _quality(sample)
         if quality < MIN_PLAUSIBILITY:
             continue
-        languages = coherence_ratio(sample)
-        score = quality + 0.25 * (languages[0][1] if languages else 0.0)
+        score = quality + 0.25 * language_coherence(sample)
         score += _BROWSER_DEFAULT_PRIOR if codec == _BROWSER_DEFAULT else 0.0
         if best is None or score > best[0] + 1e-9:
             best = (score, text, codec)
@@ -287,11 +285,11 @@ def decode_bytes(data: bytes) -> Decoded:
     # files of the shared UTF-16LE/BE and UTF-32LE/BE folders) and ISO-2022 (7-bit with
     # escapes; iso-2022-jp/_ude_1.md). charset-normalizer tells which.
     if b"\x00" in data[:_HEAD_WINDOW]:
-        recognised = _recognised(data, ("utf_16", "utf_32"))
+        recognised = _recognised(data, WIDE_UTF)
         if recognised is not None:
             return Decoded(*recognised, "wide", markup=markup)
     if data.isascii() and b"\x1b" in data:
-        recognised = _recognised(data, ("iso2022",))
+        recognised = _recognised(data, ISO_2022)
         if recognised is not None:
             return Decoded(*recognised, "escape", markup=markup)
     label, where = declared_encoding(data)
