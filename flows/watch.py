@@ -43,10 +43,10 @@ from tasks.core.options import add_options, parse_options
 from tasks.dataset.location import DatasetError
 from tasks.embed.models import get_embedder
 from tasks.ingest.discover import ScanSettings
-from tasks.ingest.parse_worker import PARSERS
 from tasks.ingest.settings import IngestSettings, resolve_auto_model
 from tasks.ingest.summary import IngestSummary
 from tasks.ingest.watch import ChangeQueue, FolderWatcher, WatchError, WatchSettings, keep_live
+from tasks.parse.worker import PARSERS
 
 log = logging.getLogger(__name__)
 

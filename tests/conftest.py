@@ -41,7 +41,7 @@ def subprocess_env(prefect_backend, tmp_path_factory) -> dict[str, str]:
     parser processes is tested in this process)."""
     from prefect.settings import PREFECT_API_URL
 
-    from tasks.ingest.parse_worker import WORKERS_ENV
+    from tasks.parse.worker import WORKERS_ENV
 
     home = tmp_path_factory.mktemp("prefect-home")
     return {

@@ -14,8 +14,8 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import Fingerprint
 from tasks.embed.hash_backend import HashEmbedder
 from tasks.ingest.discover import discover
-from tasks.ingest.pandoc import use_bundled_pandoc
-from tasks.ingest.parse import load_document
+from tasks.parse.document import load_document
+from tasks.parse.pandoc import use_bundled_pandoc
 from tasks.search.params import SearchParams
 from tasks.search.searcher import Searcher
 from tasks.text.split import SplitSettings, split_document

@@ -143,12 +143,12 @@ def test_the_load_key_ignores_the_batchs_priority_and_follows_its_files():
 
 
 def test_a_reader_edit_changes_the_load_key(pristine, tmp_path):
-    changed = changed_keys(pristine, tmp_path, "tasks/ingest/readers/text.py", READER_EDIT)
+    changed = changed_keys(pristine, tmp_path, "tasks/parse/readers/text.py", READER_EDIT)
     assert changed == {"load"}
 
 
 def test_an_edit_to_a_module_that_readers_import_changes_the_load_key(pristine, tmp_path):
-    changed = changed_keys(pristine, tmp_path, "tasks/ingest/elements.py", ELEMENTS_EDIT)
+    changed = changed_keys(pristine, tmp_path, "tasks/parse/elements.py", ELEMENTS_EDIT)
     assert "load" in changed
 
 

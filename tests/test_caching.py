@@ -8,7 +8,7 @@ import uuid
 import lancedb
 import pytest
 
-import tasks.ingest.parse as parse_module
+import tasks.parse.document as document_module
 from flows.ingest import ingest
 from tasks.core.reasons import Reason
 from tasks.dataset.location import DatasetError
@@ -36,9 +36,9 @@ def chunk_set(uri):
 @pytest.fixture
 def count_partitions(monkeypatch):
     calls = []
-    real = parse_module.read_blocks
+    real = document_module.read_blocks
     monkeypatch.setattr(
-        parse_module, "read_blocks", lambda s, d, o: calls.append(s.doc_id) or real(s, d, o)
+        document_module, "read_blocks", lambda s, d, o: calls.append(s.doc_id) or real(s, d, o)
     )
     return calls
 

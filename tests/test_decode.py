@@ -12,7 +12,6 @@ import pytest
 from tasks.core.reasons import Reason, Status
 from tasks.core.records import Document
 from tasks.ingest.discover import discover
-from tasks.ingest.parse import load_document
 from tasks.parse import iconv_codec
 from tasks.parse.decode import (
     codec_for_label,
@@ -22,6 +21,7 @@ from tasks.parse.decode import (
     plausibility,
     sniff_markup,
 )
+from tasks.parse.document import load_document
 
 from .conftest import shared_path
 

@@ -9,7 +9,7 @@ from email.message import EmailMessage
 from tasks.core.formats import TYPES
 from tasks.core.reasons import Reason, Status
 from tasks.ingest.discover import discover
-from tasks.ingest.registry import reader_for
+from tasks.parse.registry import reader_for
 
 from .document_files import load_named, make_eml, make_odt, make_pdf, type_filter_hits
 

@@ -8,7 +8,7 @@ import pytest
 from tasks.core.formats import TYPES
 from tasks.core.reasons import Reason, Status
 from tasks.ingest.discover import discover
-from tasks.ingest.registry import reader_for
+from tasks.parse.registry import reader_for
 
 from .document_files import heading_places, load_named, make_epub, type_filter_hits
 from .test_odt import rezip

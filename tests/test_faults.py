@@ -26,8 +26,8 @@ from tasks.core.records import SourceFile
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.ingest.discover import ScanSettings, discover
 from tasks.ingest.load import LoadSettings, load_batch
-from tasks.ingest.parse import ReadOptions
-from tasks.ingest.parse_worker import ParserPool, ParseWorker
+from tasks.parse.document import ReadOptions
+from tasks.parse.worker import ParserPool, ParseWorker
 
 from .commands import run_module
 from .conftest import ROOT, SAMPLE, shared_path
@@ -242,7 +242,7 @@ def test_results_queued_in_the_pipe_are_each_read_whole(tmp_path, monkeypatch):
     a pause after each request): each is read whole and none is mistaken for a timeout (a
     buffered reader once took two results at once, and `select` then waited for the second
     as if it had not come)."""
-    from tasks.ingest import parse_worker
+    from tasks.parse import worker as parse_worker
 
     send = parse_worker._send
 

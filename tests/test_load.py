@@ -12,8 +12,8 @@ import pytest
 from tasks.core.formats import TYPES
 from tasks.core.reasons import Reason, Status
 from tasks.ingest.discover import discover
-from tasks.ingest.parse import load_document
 from tasks.parse.decode import decode_text
+from tasks.parse.document import load_document
 
 from .conftest import ROOT, SAMPLE, SHARED, shared_path
 from .document_files import make_eml, make_epub, make_odt, make_rtf
@@ -138,7 +138,7 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
 
         from tasks.embed.models import DEFAULT_MODEL, get_embedder
         from tasks.ingest.discover import discover
-        from tasks.ingest.parse import load_document
+        from tasks.parse.document import load_document
 
         by_type = {{}}
         for source in discover({str(small_corpus)!r}).files:
@@ -165,7 +165,7 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
 def test_unstructured_gets_the_blank_sentence_pipeline_not_a_downloaded_model():
     import unstructured.nlp.tokenize as unstructured_tokenize
 
-    from tasks.ingest.unstructured_offline import install_unstructured_nlp
+    from tasks.parse.unstructured_offline import install_unstructured_nlp
 
     install_unstructured_nlp()
     nlp = unstructured_tokenize._get_nlp()
@@ -175,12 +175,12 @@ def test_unstructured_gets_the_blank_sentence_pipeline_not_a_downloaded_model():
 
 
 def test_the_narrative_text_shortcut_gives_the_blocks_of_unstructureds_own_guess(monkeypatch):
-    """The HTML parser's narrative-text guess is skipped (tasks/ingest/unstructured_offline.py):
+    """The HTML parser's narrative-text guess is skipped (tasks/parse/unstructured_offline.py):
     every Markdown and HTML file of data/sample gives the same blocks with the guess back."""
     import unstructured.partition.html.parser as html_parser
     from unstructured.partition import text_type
 
-    from tasks.ingest.unstructured_offline import install_unstructured_nlp, narrative_or_not
+    from tasks.parse.unstructured_offline import install_unstructured_nlp, narrative_or_not
 
     install_unstructured_nlp()
     assert html_parser.is_possible_narrative_text is narrative_or_not
@@ -195,7 +195,7 @@ def test_the_narrative_text_shortcut_gives_the_blocks_of_unstructureds_own_guess
 
 
 def _blocks_of(path: Path) -> list:
-    from tasks.ingest.readers.text import read_text
+    from tasks.parse.readers.text import read_text
 
     return read_text(path.read_bytes(), "md" if path.suffix == ".md" else "html")
 
@@ -203,7 +203,7 @@ def _blocks_of(path: Path) -> list:
 def test_parsers_get_every_core_beside_a_model_that_leaves_them_idle(monkeypatch):
     from tasks.core.cores import usable_cores
     from tasks.embed.models import model_info
-    from tasks.ingest.parse_worker import WORKERS_ENV, ParserPool
+    from tasks.parse.worker import WORKERS_ENV, ParserPool
 
     monkeypatch.delenv(WORKERS_ENV, raising=False)
     cores = usable_cores()
@@ -229,7 +229,7 @@ def test_an_idle_parser_goes_to_the_earliest_batch_waiting_whoever_asked_first()
     import threading
     import time
 
-    from tasks.ingest.parse_worker import IdleWorkers
+    from tasks.parse.worker import IdleWorkers
 
     idle = IdleWorkers()
     served: list[int] = []
@@ -255,12 +255,12 @@ def test_an_idle_parser_goes_to_the_earliest_batch_waiting_whoever_asked_first()
 
 
 def test_markdown_blocks_equal_those_of_unstructureds_partition_md():
-    """The kept Markdown converter (tasks/ingest/elements.py) gives the blocks partition_md
+    """The kept Markdown converter (tasks/parse/elements.py) gives the blocks partition_md
     gives, file after file: nothing of one file (a link reference, a footnote) leaks into
     the next. Every Markdown file of data/sample and ../shared/corpus/md, and edge cases."""
     from unstructured.partition.md import partition_md
 
-    from tasks.ingest.elements import NO_LANGUAGE_DETECTION, elements_to_blocks, text_blocks
+    from tasks.parse.elements import NO_LANGUAGE_DETECTION, elements_to_blocks, text_blocks
 
     texts = ["", "   \n\t\n", "[ref]: https://example.org\n\nSee [it][ref].", "See [it][ref]."]
     texts += ["# T\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```rust\nfn main() {}\n```\n"]
@@ -284,8 +284,8 @@ def test_a_parser_process_starts_without_torch_and_can_still_read_pdfs():
         f"""
         import sys
         from tasks.ingest.discover import discover
-        from tasks.ingest.parse import load_document, warm_up
-        from tasks.ingest.unstructured_offline import check_pdf_support, sentence_pipeline
+        from tasks.parse.document import load_document, warm_up
+        from tasks.parse.unstructured_offline import check_pdf_support, sentence_pipeline
 
         warm_up()
         nlp = sentence_pipeline()

@@ -23,10 +23,10 @@ from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import ADDED_COLUMNS, CHUNKS_TABLE, DOCUMENTS_TABLE, Fingerprint
 from tasks.embed.hash_backend import HashEmbedder
 from tasks.ingest.discover import discover
-from tasks.ingest.metadata import date_text, detect_language, language_tag
-from tasks.ingest.parse import load_document
-from tasks.ingest.readers.text import read_text
 from tasks.ingest.steps import LOAD_CACHE
+from tasks.parse.document import load_document
+from tasks.parse.metadata import date_text, detect_language, language_tag
+from tasks.parse.readers.text import read_text
 from tasks.search.filters import chunk_filter, declares
 from tasks.search.info import list_sources
 from tasks.search.params import SearchParams
@@ -310,7 +310,7 @@ def test_normalising_what_documents_state():
 
 def test_the_load_cache_key_covers_the_metadata_code():
     modules = LOAD_CACHE.code_modules({})
-    assert {"tasks.core.records", "tasks.ingest.metadata"} <= modules
+    assert {"tasks.core.records", "tasks.parse.metadata"} <= modules
 
 
 def test_meta_pairs_match_keys_and_values_in_any_case():

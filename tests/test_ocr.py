@@ -13,9 +13,9 @@ import pytest
 from tasks.core.reasons import Reason, Status
 from tasks.core.records import LedgerEntry
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
-from tasks.ingest import ocr
 from tasks.ingest.discover import Scan, discover, plan_changes
-from tasks.ingest.parse import ReadOptions, load_document
+from tasks.parse import ocr
+from tasks.parse.document import ReadOptions, load_document
 
 from .commands import run_module
 from .conftest import shared_path

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from tasks.ingest.pandoc import PANDOC_ENV, bundled_pandoc, use_bundled_pandoc
+from tasks.parse.pandoc import PANDOC_ENV, bundled_pandoc, use_bundled_pandoc
 
 from .conftest import ROOT
 from .document_files import make_rtf
@@ -46,7 +46,7 @@ def test_a_newer_pandoc_on_path_and_the_network_are_left_alone(tmp_path):
         pypandoc.download_pandoc = pypandoc.pandoc_download.download_pandoc = refuse
 
         from tasks.ingest.discover import discover
-        from tasks.ingest.parse import load_document
+        from tasks.parse.document import load_document
 
         doc = load_document(discover({str(tmp_path / "corpus")!r}).files[0])
         assert doc.status == "indexed", doc.error

@@ -1,5 +1,5 @@
 """Formats are declared once: their facts in tasks/core/formats.py, their readers registered
-by the modules of tasks/ingest/readers/; dispatch, `--type`, discovery, warm-up and the load
+by the modules of tasks/parse/readers/; dispatch, `--type`, discovery, warm-up and the load
 step's cache key derive from them."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pytest
 from tasks.core.formats import BY_MIME, FORMATS, MIME_TYPES, TYPES
 from tasks.core.reasons import Reason
 from tasks.core.records import SourceFile
-from tasks.ingest import registry
-from tasks.ingest.parse import read_blocks
-from tasks.ingest.registry import ReadOptions
 from tasks.ingest.steps import LOAD_CACHE
+from tasks.parse import registry
+from tasks.parse.document import read_blocks
 from tasks.parse.errors import LoadError
+from tasks.parse.registry import ReadOptions
 from tasks.search.params import SearchParams
 
 

@@ -2,10 +2,10 @@
 
 A format's name, MIME type and file suffixes are declared here once, because code of every
 layer needs them: discovery (suffix → MIME type), the ledger and the chunk rows (MIME type),
-and search's `--type` filter (type name → MIME type), which may not import tasks.ingest. How a
+and search's `--type` filter (type name → MIME type), which may not import tasks.parse. How a
 format is read (its reader, the reasons it can fail with, its warm-up, the code that decides
-its output) is registered by a module of tasks/ingest/formats/ under the same name; the
-registry (tasks/ingest/registry.py) checks that every format here has exactly one reader.
+its output) is registered by a module of tasks/parse/readers/ under the same name; the
+registry (tasks/parse/registry.py) checks that every format here has exactly one reader.
 Adding a format: one line below and one reader module.
 """
 

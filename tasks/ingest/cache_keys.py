@@ -6,7 +6,7 @@ chunk's text hash, a settings model's fields. Never a path alone, and never the 
 (Prefect's default policy includes it, which would make caching useless across runs).
 
 The code is found, not listed: the module that defines the step's function, plus the modules
-that the step loads by name for its inputs (every reader of tasks/ingest/registry.py; the
+that the step loads by name for its inputs (every reader of tasks/parse/registry.py; the
 embedding backend(s) of the model spec, tasks/embed/models.py), and every project module that
 these import, transitively, read from their source files with `ast` (imports inside functions
 count; nothing depends on what this process happens to have imported). The key hashes those
@@ -37,7 +37,7 @@ from pydantic import BaseModel
 
 from tasks.core.records import Chunk, Document, SourceFile, sha256_hex
 from tasks.embed.models import embedding_code
-from tasks.ingest.registry import reader_code
+from tasks.parse.registry import reader_code
 
 PACKAGE = __name__.partition(".")[0]  # the project's package: its modules are followed
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the package

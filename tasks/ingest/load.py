@@ -8,8 +8,8 @@ from tasks.core import faults
 from tasks.core.options import Settings, option
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile
-from tasks.ingest.parse import ReadOptions, load_document
-from tasks.ingest.parse_worker import PARSERS
+from tasks.parse.document import ReadOptions, load_document
+from tasks.parse.worker import PARSERS
 
 # Share of --parse-timeout after which OCR starts no further page of a file, so that the page
 # in progress can finish and the file is indexed with the pages read so far.
@@ -37,7 +37,7 @@ def load_batch(
     """Load a batch of files; failures are recorded per document, never raised.
 
     Files over the size limit are not read. With a parse timeout, each file is parsed in the
-    parser processes (tasks/ingest/parse_worker.py), in parallel; one that overruns it is
+    parser processes (tasks/parse/worker.py), in parallel; one that overruns it is
     replaced. Batches loading at once get the parsers lowest `priority` first (it changes
     when, not what, a batch loads: no part of the step's cache key).
     """

@@ -42,9 +42,9 @@ from tasks.embed.models import get_embedder, model_info, token_counter
 from tasks.ingest.cache_keys import every_reader, model_code, step_cache
 from tasks.ingest.discover import plan_run
 from tasks.ingest.load import LoadSettings, load_batch
-from tasks.ingest.parse_worker import PARSERS
 from tasks.ingest.pipeline import Batch, Done, Future, Vectors, batches_label
 from tasks.ingest.reuse import assemble, keyed_by_input, texts_to_embed
+from tasks.parse.worker import PARSERS
 from tasks.text.semantic_split import split_documents_semantic
 from tasks.text.split import SplitResult, SplitSettings, split_documents
 

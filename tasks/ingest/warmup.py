@@ -23,8 +23,8 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import Fingerprint
 from tasks.embed.models import get_embedder, model_info
 from tasks.ingest.discover import ScanSettings, plan_run
-from tasks.ingest.parse_worker import PARSERS
 from tasks.ingest.settings import IngestSettings
+from tasks.parse.worker import PARSERS
 from tasks.text.split import SplitSettings
 
 log = logging.getLogger(__name__)

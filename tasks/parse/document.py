@@ -1,13 +1,13 @@
 """Parse one file into a document, fully offline, by the reader registered for its format.
 
-The readers (tasks/ingest/readers/, registered in tasks/ingest/registry.py) turn a file's bytes
+The readers (tasks/parse/readers/, registered in tasks/parse/registry.py) turn a file's bytes
 into blocks: Markdown, HTML and text through unstructured as text, PDFs by their text layer and
 OCR, Office, OpenDocument, EPUB and RTF files through unstructured's partitioners, emails with
 the standard library's parser (their attachments as sections). Headings become a section path
 that every following block carries until a heading of the same or a higher level. A file that
 cannot be parsed becomes a document with its reason, never an exception.
 
-A document's metadata is what its reader found in the file (tasks/ingest/metadata.py), with the
+A document's metadata is what its reader found in the file (tasks/parse/metadata.py), with the
 language detected in its text where the file declares none. Its title is the one the file
 gives (an email's subject, a declared title), else its first heading, else its file name.
 """
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile, document_text, sha256_hex
-from tasks.ingest import metadata
-from tasks.ingest.registry import Reading, ReadOptions, reader_for, warm_up_reader, warm_up_readers
-from tasks.ingest.unstructured_offline import install_unstructured_nlp, sentence_pipeline
+from tasks.parse import metadata
 from tasks.parse.errors import LoadError
+from tasks.parse.registry import Reading, ReadOptions, reader_for, warm_up_reader, warm_up_readers
+from tasks.parse.unstructured_offline import install_unstructured_nlp, sentence_pipeline
 
 __all__ = ["ReadOptions", "load_document", "read_blocks", "warm_up"]
 

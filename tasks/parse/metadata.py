@@ -32,7 +32,7 @@ from typing import Any
 
 from tasks.core.records import Metadata
 from tasks.core.scripts import Group, language_group
-from tasks.ingest.archives import read_member
+from tasks.parse.archives import read_member
 
 # Text read for language detection: the first characters of the document text.
 LANGUAGE_SAMPLE = 3000

@@ -24,7 +24,7 @@ Per page:
 
 The direction classifier (0/180 degrees) is off: pdfium applies the page's /Rotate, upside-down
 lines are rare, and the classifier flipped good lines of a Chinese page. The per-file parse
-timeout of the parser process (tasks/ingest/parse_worker.py) bounds the time a long scan takes.
+timeout of the parser process (tasks/parse/worker.py) bounds the time a long scan takes.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 A format's plain facts (its `--type` name, MIME type and suffixes) are declared once in
 tasks/core/formats.py, where discovery and search find them without importing the parsers.
 How a format is read is registered here, under the same name, by one module of
-tasks/ingest/readers/ (every module there is imported by `readers()`, so a new module needs no
+tasks/parse/readers/ (every module there is imported by `readers()`, so a new module needs no
 import line anywhere): the read function (bytes → blocks, plus what OCR did, a title where
-the format has one and the file's metadata, tasks/ingest/metadata.py), the failure reasons it
+the format has one and the file's metadata, tasks/parse/metadata.py), the failure reasons it
 can give, an optional warm-up, and the modules whose code decides its output. Everything else
-derives from this table: parsing dispatches on a file's MIME type (tasks/ingest/parse.py), the
+derives from this table: parsing dispatches on a file's MIME type (tasks/parse/document.py), the
 parser process warms up every reader, and the load step's cache key covers every reader's code
 (tasks/ingest/cache_keys.py).
 
@@ -31,9 +31,9 @@ from typing import Literal
 from tasks.core.formats import FORMATS, MIME_TYPES, Format
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
-from tasks.ingest.ocr import OcrResult
+from tasks.parse.ocr import OcrResult
 
-READERS_PACKAGE = "tasks.ingest.readers"
+READERS_PACKAGE = "tasks.parse.readers"
 
 # Reasons that any file can end with, whatever its format: set by load_document, the parser
 # process, the load step and the pipeline, not by a reader.

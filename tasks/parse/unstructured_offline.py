@@ -3,7 +3,7 @@
 - unstructured 0.27 runs spaCy's `en_core_web_sm` to guess whether a paragraph is narrative
   text, a title or other text, and downloads that model from GitHub when it is missing.
   doc-indexer keeps every paragraph the same way whatever that guess says (headings come from
-  Markdown/HTML heading tags, see tasks/ingest/parse.py), so unstructured's single model
+  Markdown/HTML heading tags, see tasks/parse/document.py), so unstructured's single model
   accessor is handed a blank English pipeline with spaCy's rule-based sentence splitter: no
   model files, no download, the same blocks (checked on data/sample and ../shared/corpus).
 - unstructured's HTML parser (Markdown is converted to HTML first) asks of every paragraph
@@ -36,7 +36,7 @@ def sentence_pipeline() -> Any:
 
 def narrative_or_not(text: str, *args: Any, **kwargs: Any) -> bool:
     """unstructured's NarrativeText-or-Text guess, answered at no cost: doc-indexer treats
-    both alike (tasks/ingest/elements.py)."""
+    both alike (tasks/parse/elements.py)."""
     return True
 
 

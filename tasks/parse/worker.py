@@ -1,6 +1,6 @@
 """Parse files in separate processes, so that one pathological file cannot stall a run.
 
-Each long-lived worker process (`python -m tasks.ingest.parse_worker`, sharing no threads or
+Each long-lived worker process (`python -m tasks.parse.worker`, sharing no threads or
 model state with the caller) loads one document at a time; requests and results travel as
 pickles over its stdin and a private copy of its stdout (whatever the parsers print goes to
 stderr). If a file takes longer than the timeout, the worker is killed, the file is recorded
@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 from tasks.core.cores import usable_cores, workers_from_env
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile
-from tasks.ingest.parse import ReadOptions, load_document, warm_up
+from tasks.parse.document import ReadOptions, load_document, warm_up
 
 STARTUP_TIMEOUT = 300  # seconds for a fresh worker to import the parsers and load spaCy
 # Parsing runs ahead of embedding; at a lower CPU priority it fills the cycles the model leaves
@@ -58,7 +58,7 @@ class ParseWorker:
 
     def _start(self) -> subprocess.Popen[bytes]:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tasks.ingest.parse_worker"],
+            [sys.executable, "-m", "tasks.parse.worker"],
             cwd=Path(__file__).resolve().parents[2],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

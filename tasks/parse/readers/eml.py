@@ -1,7 +1,7 @@
 """Email messages (.eml, RFC 5322 / MIME) through the standard library's `email` parser.
 
 - The Subject is the document's title; From, Date and Content-Language its authors, date
-  and language (tasks/ingest/metadata.py). The first block holds the headers people search by
+  and language (tasks/parse/metadata.py). The first block holds the headers people search by
   (Subject, From, To, Cc, Date), one per line.
 - Body parts (text/plain and text/html that are not attachments) are the text, in message
   order; HTML goes through the HTML reading path (page chrome dropped, headings make the
@@ -34,10 +34,12 @@ from pathlib import PurePosixPath
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
-from tasks.ingest.elements import text_blocks
-from tasks.ingest.metadata import email_metadata
-from tasks.ingest.ocr import OcrResult
-from tasks.ingest.registry import (
+from tasks.parse.decode import decode_bytes, looks_binary
+from tasks.parse.elements import text_blocks
+from tasks.parse.errors import LoadError
+from tasks.parse.metadata import email_metadata
+from tasks.parse.ocr import OcrResult
+from tasks.parse.registry import (
     Reader,
     Reading,
     ReadOptions,
@@ -45,8 +47,6 @@ from tasks.ingest.registry import (
     reader_for_name,
     register,
 )
-from tasks.parse.decode import decode_bytes, looks_binary
-from tasks.parse.errors import LoadError
 
 # The headers of the first block, in this order.
 SEARCHED_HEADERS = ("Subject", "From", "To", "Cc", "Date")
@@ -231,5 +231,5 @@ register(
     "eml",
     read_eml,
     (Reason.NOT_A_TEXT_DOCUMENT, Reason.DAMAGED_FILE),
-    code=("tasks.parse.decode", "tasks.ingest.elements", "tasks.ingest.metadata"),
+    code=("tasks.parse.decode", "tasks.parse.elements", "tasks.parse.metadata"),
 )

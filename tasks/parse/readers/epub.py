@@ -4,7 +4,7 @@ whose headings (the chapters' and sections') make the heading path as in HTML fi
 Told from the bytes first: a file that is not an intact ZIP archive with the EPUB container
 (META-INF/container.xml) is `damaged_file`; a book whose content is encrypted (DRM; fonts
 obfuscated by the EPUB rules are fine) is `encrypted`; pandoc's own errors are `damaged_file`.
-Metadata: the package document's (OPF) <metadata> (tasks/ingest/metadata.py).
+Metadata: the package document's (OPF) <metadata> (tasks/parse/metadata.py).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import re
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
-from tasks.ingest.archives import check_zip, read_member
-from tasks.ingest.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
-from tasks.ingest.metadata import epub_metadata
-from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
-from tasks.ingest.registry import Reading, ReadOptions, register
+from tasks.parse.archives import check_zip, read_member
+from tasks.parse.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
 from tasks.parse.errors import LoadError
+from tasks.parse.metadata import epub_metadata
+from tasks.parse.pandoc import pandoc_failure, use_bundled_pandoc
+from tasks.parse.registry import Reading, ReadOptions, register
 
 # What META-INF/encryption.xml may name without the text being unreadable: font obfuscation
 # (EPUB 3 and Adobe's).
@@ -61,9 +61,9 @@ register(
     (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE),
     warm_up=warm_up,
     code=(
-        "tasks.ingest.archives",
-        "tasks.ingest.elements",
-        "tasks.ingest.pandoc",
-        "tasks.ingest.metadata",
+        "tasks.parse.archives",
+        "tasks.parse.elements",
+        "tasks.parse.pandoc",
+        "tasks.parse.metadata",
     ),
 )

@@ -1,10 +1,10 @@
 """OpenDocument text (.odt) through unstructured's `partition_odt`, which has pandoc convert it
 to .docx and partitions that: heading styles make the heading path and tables become rows, as
-for Word files (tasks/ingest/readers/office.py).
+for Word files (tasks/parse/readers/office.py).
 
 Told from the bytes first: a file that is not an intact ZIP archive with a content.xml is
 `damaged_file`, one whose manifest lists encrypted members `encrypted`; pandoc's own errors on
-what slips through are `damaged_file` too. Metadata: meta.xml (tasks/ingest/metadata.py).
+what slips through are `damaged_file` too. Metadata: meta.xml (tasks/parse/metadata.py).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import io
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
-from tasks.ingest.archives import check_zip, read_member
-from tasks.ingest.metadata import odt_metadata
-from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
-from tasks.ingest.readers.office import office_blocks
-from tasks.ingest.registry import Reading, ReadOptions, register
+from tasks.parse.archives import check_zip, read_member
 from tasks.parse.errors import LoadError
+from tasks.parse.metadata import odt_metadata
+from tasks.parse.pandoc import pandoc_failure, use_bundled_pandoc
+from tasks.parse.readers.office import office_blocks
+from tasks.parse.registry import Reading, ReadOptions, register
 
 
 def read_odt(data: bytes) -> list[Block]:
@@ -53,9 +53,9 @@ register(
     (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE),
     warm_up=warm_up,
     code=(
-        "tasks.ingest.readers.office",
-        "tasks.ingest.archives",
-        "tasks.ingest.pandoc",
-        "tasks.ingest.metadata",
+        "tasks.parse.readers.office",
+        "tasks.parse.archives",
+        "tasks.parse.pandoc",
+        "tasks.parse.metadata",
     ),
 )

@@ -14,7 +14,7 @@ What unstructured 0.27 returns, and what becomes of it here:
 - .xlsx: one Table element per sheet (or per block of cells) with `page_name` = the sheet
   name, which becomes the section.
 - Tables (docx, pptx, xlsx) become one block of rows, cells joined by " | ".
-- Metadata: the package's core properties (docProps/core.xml; tasks/ingest/metadata.py).
+- Metadata: the package's core properties (docProps/core.xml; tasks/parse/metadata.py).
 
 Failures are told from the bytes before partitioning: a password-protected OOXML file is an
 OLE compound file (D0 CF 11 E0 ...) holding EncryptionInfo and EncryptedPackage streams
@@ -33,10 +33,10 @@ from typing import Any
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
-from tasks.ingest.archives import check_zip
-from tasks.ingest.metadata import office_metadata
-from tasks.ingest.registry import ReadFunction, Reading, ReadOptions, register
+from tasks.parse.archives import check_zip
 from tasks.parse.errors import LoadError
+from tasks.parse.metadata import office_metadata
+from tasks.parse.registry import ReadFunction, Reading, ReadOptions, register
 
 OLE_MAGIC = bytes.fromhex("D0CF11E0A1B11AE1")
 # The part each format cannot do without.
@@ -191,6 +191,6 @@ REASONS = (
     Reason.DAMAGED_OFFICE_FILE,
     Reason.TOO_LARGE,
 )
-CODE = ("tasks.ingest.archives", "tasks.ingest.metadata")
+CODE = ("tasks.parse.archives", "tasks.parse.metadata")
 for _kind in MAIN_PART:
     register(_kind, _reader(_kind), REASONS, warm_up=warm_up, code=CODE)

@@ -1,6 +1,6 @@
 """PDF files: the text layer through `partition_pdf(strategy="fast")`, pages without one read by
-OCR (tasks/ingest/ocr.py) unless OCR is off; the metadata from the information dictionary and
-the catalog's /Lang (tasks/ingest/metadata.py)."""
+OCR (tasks/parse/ocr.py) unless OCR is off; the metadata from the information dictionary and
+the catalog's /Lang (tasks/parse/metadata.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
-from tasks.ingest.elements import elements_to_blocks
-from tasks.ingest.metadata import pdf_metadata
-from tasks.ingest.ocr import OcrResult, ocr_pdf
-from tasks.ingest.registry import Reading, ReadOptions, register
-from tasks.ingest.unstructured_offline import check_pdf_support
+from tasks.parse.elements import elements_to_blocks
 from tasks.parse.errors import LoadError
+from tasks.parse.metadata import pdf_metadata
+from tasks.parse.ocr import OcrResult, ocr_pdf
+from tasks.parse.registry import Reading, ReadOptions, register
+from tasks.parse.unstructured_offline import check_pdf_support
 
 
 def _has_text(elements: list[Any]) -> bool:
@@ -118,9 +118,9 @@ register(
     ),
     warm_up=check_pdf_support,
     code=(
-        "tasks.ingest.unstructured_offline",
-        "tasks.ingest.ocr",
-        "tasks.ingest.elements",
-        "tasks.ingest.metadata",
+        "tasks.parse.unstructured_offline",
+        "tasks.parse.ocr",
+        "tasks.parse.elements",
+        "tasks.parse.metadata",
     ),
 )

@@ -1,7 +1,7 @@
 """Rich Text Format (.rtf) through unstructured's `partition_rtf`: pandoc converts it to HTML,
 whose headings make the heading path as in HTML files. A file that does not start with the
 `{\\rtf` header, or that pandoc cannot read, is `damaged_file`. Metadata: the {\\info} group
-(tasks/ingest/metadata.py)."""
+(tasks/parse/metadata.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import io
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, SourceFile
-from tasks.ingest.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
-from tasks.ingest.metadata import rtf_metadata
-from tasks.ingest.pandoc import pandoc_failure, use_bundled_pandoc
-from tasks.ingest.registry import Reading, ReadOptions, register
+from tasks.parse.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
 from tasks.parse.errors import LoadError
+from tasks.parse.metadata import rtf_metadata
+from tasks.parse.pandoc import pandoc_failure, use_bundled_pandoc
+from tasks.parse.registry import Reading, ReadOptions, register
 
 RTF_MAGIC = b"{\\rtf"
 
@@ -48,5 +48,5 @@ register(
     _read,
     (Reason.DAMAGED_FILE,),
     warm_up=warm_up,
-    code=("tasks.ingest.elements", "tasks.ingest.pandoc", "tasks.ingest.metadata"),
+    code=("tasks.parse.elements", "tasks.parse.pandoc", "tasks.parse.metadata"),
 )

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
-from tasks.ingest.elements import Markup, text_blocks
-from tasks.ingest.metadata import html_metadata, markdown_metadata
-from tasks.ingest.registry import ReadFunction, Reading, ReadOptions, register
 from tasks.parse.decode import decode_bytes, looks_binary, xml_text_blocks
+from tasks.parse.elements import Markup, text_blocks
 from tasks.parse.errors import LoadError
+from tasks.parse.metadata import html_metadata, markdown_metadata
+from tasks.parse.registry import ReadFunction, Reading, ReadOptions, register
 
 
 def read_text(data: bytes, markup: Markup) -> list[Block]:
@@ -62,8 +62,8 @@ def warm_up() -> None:
 CODE = (
     "tasks.parse.decode",
     "tasks.parse.iconv_codec",
-    "tasks.ingest.elements",
-    "tasks.ingest.metadata",
+    "tasks.parse.elements",
+    "tasks.parse.metadata",
 )
 for _markup in ("md", "html", "txt"):
     register(_markup, _reader(_markup), (Reason.NOT_A_TEXT_DOCUMENT,), warm_up=warm_up, code=CODE)
