@@ -1,6 +1,6 @@
 """The canary of tasks/core/lance_imports.py: LanceDB opens, writes and searches (vector and
 full text) with its REST namespace client's API classes never imported, in a fresh process;
-and the lazy packages still give whatever is asked of them."""
+the lazy packages still give whatever is asked of them; a sync table's async handle is found."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from .conftest import ROOT
 
@@ -74,3 +76,25 @@ def test_the_lazy_packages_give_what_is_asked_of_them() -> None:
         [sys.executable, "-c", asked], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_a_sync_table_runs_through_the_async_handle_found(tmp_path: Path) -> None:
+    """`async_handle` finds the AsyncTable a LanceTable keeps: the same table (a row added
+    through the sync API is counted by the handle without reopening), and only for a table
+    that has one."""
+    import asyncio
+
+    import lancedb
+    import pyarrow as pa
+    from lancedb.table import AsyncTable
+
+    from tasks.core.lance_imports import async_handle
+
+    table = lancedb.connect(str(tmp_path / "db")).create_table("t", pa.table({"id": [1, 2]}))
+    handle = async_handle(table)
+    assert isinstance(handle, AsyncTable) and async_handle(table) is handle
+    table.add(pa.table({"id": [3]}))
+    assert asyncio.run(handle.count_rows()) == 3
+    assert asyncio.run(handle.version()) == table.version
+    with pytest.raises(TypeError):
+        async_handle(object())  # not a LanceDB table: no async handle

@@ -1,5 +1,7 @@
-"""LanceDB imported without the cost of its REST namespace client (every touch of that
-client's internals is here; tests/test_lance_imports.py fails when the trick stops holding).
+"""Every place doc-indexer relies on LanceDB's internals, here and nowhere else: LanceDB
+imported without the cost of its REST namespace client, and a sync table's async handle
+(`async_handle`). tests/test_lance_imports.py fails when either stops holding; LanceDB is
+pinned to the minor version it passed on (pyproject.toml).
 
 `import lancedb` imports `lance_namespace`, which re-exports about a hundred request and
 response models of `lance_namespace_urllib3_client`, a generated OpenAPI client. That
@@ -13,6 +15,12 @@ named in `models/__init__.py` is imported from its own module when first asked f
 other attribute runs the package's real `__init__` first, so nothing is missing, only late.
 It does nothing where the client is already imported or not installed. `tasks/__init__.py`
 calls it, so every process that imports this project's code gets it.
+
+`async_handle(table)`: LanceDB's sync `LanceTable` keeps an `AsyncTable` as its private
+`_table` and runs every call through it. The searcher queries that handle on its own event
+loop (tasks/dataset/chunk_store.py), so both APIs read one table: its version, read
+consistency and index caches. LanceDB is imported only inside it: this module runs at every
+start.
 """
 
 from __future__ import annotations
@@ -85,3 +93,14 @@ def install() -> bool:
     sys.modules[CLIENT], sys.modules[MODELS] = client, models
     client.models = models  # type: ignore[attr-defined]
     return True
+
+
+def async_handle(table: Any) -> Any:
+    """The `AsyncTable` that an open local or object-store `LanceTable` runs its calls
+    through (its `_table`); TypeError for any other table."""
+    from lancedb.table import AsyncTable, LanceTable
+
+    handle = getattr(table, "_table", None) if isinstance(table, LanceTable) else None
+    if not isinstance(handle, AsyncTable):
+        raise TypeError(f"{table!r} has no async handle (not a local or object-store table)")
+    return handle

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from lancedb.query import AsyncFTSQuery, AsyncVectorQuery, MatchQuery
-from lancedb.table import AsyncTable, LanceTable, Table
+from lancedb.table import AsyncTable, Table
 
+from tasks.core import lance_imports
 from tasks.core.reasons import Status
 from tasks.core.records import Chunk, Document
 from tasks.dataset.ann import tune
@@ -88,11 +89,8 @@ def delete_chunks(table: Table, doc_ids: list[str]) -> int:
 
 def async_table(table: Table) -> AsyncTable:
     """The async handle of an open table: the same table, not a second one (LanceDB's sync
-    table keeps it as `_table` and runs every call through it)."""
-    handle = getattr(table, "_table", None) if isinstance(table, LanceTable) else None
-    if not isinstance(handle, AsyncTable):
-        raise TypeError(f"{table!r} has no async handle (not a local or object-store table)")
-    return handle
+    table runs every call through it; `lance_imports.async_handle` finds it)."""
+    return lance_imports.async_handle(table)
 
 
 def nearest(
