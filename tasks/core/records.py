@@ -61,7 +61,7 @@ class Block:
 
 @dataclass(frozen=True)
 class Metadata:
-    """What a document says about itself (tasks/parse/metadata.py reads it per format).
+    """What a document says about itself (each reader of tasks/parse/readers/ reads its format's).
 
     `title`, `authors`, `created` and `modified` are the document's own statements,
     normalised: dates in ISO 8601 where they parse (else as written). `language` is a

@@ -7,7 +7,7 @@ the standard library's parser (their attachments as sections). Headings become a
 that every following block carries until a heading of the same or a higher level. A file that
 cannot be parsed becomes a document with its reason, never an exception.
 
-A document's metadata is what its reader found in the file (tasks/parse/metadata.py), with the
+A document's metadata is what its reader found in the file (tasks/parse/readers/), with the
 language detected in its text where the file declares none. Its title is the one the file
 gives (an email's subject, a declared title), else its first heading, else its file name.
 """

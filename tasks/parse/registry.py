@@ -5,7 +5,7 @@ tasks/core/formats.py, where discovery and search find them without importing th
 How a format is read is registered here, under the same name, by one module of
 tasks/parse/readers/ (every module there is imported by `readers()`, so a new module needs no
 import line anywhere): the read function (bytes → blocks, plus what OCR did, a title where
-the format has one and the file's metadata, tasks/parse/metadata.py), the failure reasons it
+the format has one and the file's metadata, read beside it), the failure reasons it
 can give, an optional warm-up, and the modules whose code decides its output. Everything else
 derives from this table: parsing dispatches on a file's MIME type (tasks/parse/document.py), the
 parser process warms up every reader, and the load step's cache key covers every reader's code

@@ -1,7 +1,7 @@
 """Email messages (.eml, RFC 5322 / MIME) through the standard library's `email` parser.
 
 - The Subject is the document's title; From, Date and Content-Language its authors, date
-  and language (tasks/parse/metadata.py). The first block holds the headers people search by
+  and language (`email_metadata` below). The first block holds the headers people search by
   (Subject, From, To, Cc, Date), one per line.
 - Body parts (text/plain and text/html that are not attachments) are the text, in message
   order; HTML goes through the HTML reading path (page chrome dropped, headings make the
@@ -27,17 +27,18 @@ from __future__ import annotations
 
 import email
 import email.policy
+import email.utils
 import time
 from dataclasses import dataclass, field, replace
 from email.message import EmailMessage, Message, MIMEPart
 from pathlib import PurePosixPath
 
 from tasks.core.reasons import Reason
-from tasks.core.records import Block, SourceFile
+from tasks.core.records import Block, Metadata, SourceFile
 from tasks.parse.decode import decode_bytes, looks_binary
 from tasks.parse.elements import text_blocks
 from tasks.parse.errors import LoadError
-from tasks.parse.metadata import email_metadata
+from tasks.parse.metadata import date_text, language_tag, meta_json, one_line
 from tasks.parse.ocr import OcrResult
 from tasks.parse.registry import (
     Reader,
@@ -47,6 +48,36 @@ from tasks.parse.registry import (
     reader_for_name,
     register,
 )
+
+# --- Metadata ----------------------------------------------------------------------------------
+
+
+# The email headers that are metadata.
+EMAIL_HEADERS = ("Subject", "From", "To", "Cc", "Date", "Content-Language")
+
+
+def email_metadata(message: Message) -> Metadata:
+    """What an email's headers say: Subject, From (each sender "Name <address>"), Date,
+    Content-Language; To and Cc in `meta`."""
+    declared = {name: text for name in EMAIL_HEADERS if (text := one_line(message.get(name, "")))}
+    senders = email.utils.getaddresses([str(v) for v in message.get_all("From", [])])
+    authors = tuple(
+        dict.fromkeys(
+            email.utils.formataddr((name, address)) if address else name
+            for name, address in senders
+            if name or address
+        )
+    )
+    return Metadata(
+        title=declared.get("Subject"),
+        authors=authors,
+        created=date_text(declared.get("Date")),
+        language=language_tag(declared.get("Content-Language")),
+        meta=meta_json(declared),
+    )
+
+
+# --- Reading -----------------------------------------------------------------------------------
 
 # The headers of the first block, in this order.
 SEARCHED_HEADERS = ("Subject", "From", "To", "Cc", "Date")

@@ -4,7 +4,7 @@ whose headings (the chapters' and sections') make the heading path as in HTML fi
 Told from the bytes first: a file that is not an intact ZIP archive with the EPUB container
 (META-INF/container.xml) is `damaged_file`; a book whose content is encrypted (DRM; fonts
 obfuscated by the EPUB rules are fine) is `encrypted`; pandoc's own errors are `damaged_file`.
-Metadata: the package document's (OPF) <metadata> (tasks/parse/metadata.py).
+Metadata: the package document's (OPF) <metadata> (`epub_metadata` below).
 """
 
 from __future__ import annotations
@@ -13,13 +13,57 @@ import io
 import re
 
 from tasks.core.reasons import Reason
-from tasks.core.records import Block, SourceFile
+from tasks.core.records import Block, Metadata, SourceFile
 from tasks.parse.archives import check_zip, read_member
 from tasks.parse.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
 from tasks.parse.errors import LoadError
-from tasks.parse.metadata import epub_metadata
+from tasks.parse.metadata import element_values, from_keys, local_name, one_line, xml_root
 from tasks.parse.pandoc import pandoc_failure, use_bundled_pandoc
 from tasks.parse.registry import Reading, ReadOptions, register
+
+# --- Metadata ----------------------------------------------------------------------------------
+
+
+def epub_metadata(data: bytes) -> Metadata:
+    """What an EPUB's package document (OPF) says: its Dublin Core elements, and <meta>
+    elements by their property (EPUB 3) or name (EPUB 2)."""
+    container = xml_root(read_member(data, "META-INF/container.xml"))
+    if container is None:
+        return Metadata()
+    path = next(
+        (e.get("full-path") for e in container.iter() if local_name(e.tag) == "rootfile"), None
+    )
+    package = xml_root(read_member(data, path)) if path else None
+    block = (
+        next((e for e in package.iter() if local_name(e.tag) == "metadata"), None)
+        if package is not None
+        else None
+    )
+    if block is None:
+        return Metadata()
+    declared = element_values(e for e in block if local_name(e.tag) != "meta")
+    for element in block:
+        if local_name(element.tag) != "meta":
+            continue
+        if element.get("refines"):
+            continue  # a detail of another element (a creator's role), not of the book
+        key = element.get("property") or element.get("name")
+        value = one_line(element.text) or one_line(element.get("content"))
+        if key and value and key not in declared:
+            declared[key] = value
+    return from_keys(
+        declared,
+        {
+            "title": ("title",),
+            "authors": ("creator",),
+            "created": ("date",),
+            "modified": ("dcterms:modified",),
+            "language": ("language",),
+        },
+    )
+
+
+# --- Reading -----------------------------------------------------------------------------------
 
 # What META-INF/encryption.xml may name without the text being unreadable: font obfuscation
 # (EPUB 3 and Adobe's).

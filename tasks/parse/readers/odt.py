@@ -4,7 +4,7 @@ for Word files (tasks/parse/readers/office.py).
 
 Told from the bytes first: a file that is not an intact ZIP archive with a content.xml is
 `damaged_file`, one whose manifest lists encrypted members `encrypted`; pandoc's own errors on
-what slips through are `damaged_file` too. Metadata: meta.xml (tasks/parse/metadata.py).
+what slips through are `damaged_file` too. Metadata: meta.xml (`odt_metadata` below).
 """
 
 from __future__ import annotations
@@ -12,13 +12,41 @@ from __future__ import annotations
 import io
 
 from tasks.core.reasons import Reason
-from tasks.core.records import Block, SourceFile
+from tasks.core.records import Block, Metadata, SourceFile
 from tasks.parse.archives import check_zip, read_member
 from tasks.parse.errors import LoadError
-from tasks.parse.metadata import odt_metadata
+from tasks.parse.metadata import element_values, from_keys, local_name, one_line, xml_root
 from tasks.parse.pandoc import pandoc_failure, use_bundled_pandoc
 from tasks.parse.readers.office import office_blocks
 from tasks.parse.registry import Reading, ReadOptions, register
+
+# --- Metadata ----------------------------------------------------------------------------------
+
+
+def odt_metadata(data: bytes) -> Metadata:
+    """What an OpenDocument file's meta.xml says (its user-defined fields by their names)."""
+    root = xml_root(read_member(data, "meta.xml"))
+    if root is None:
+        return Metadata()
+    fields = [element for meta in root if local_name(meta.tag) == "meta" for element in meta]
+    declared = element_values(e for e in fields if local_name(e.tag) != "user-defined")
+    for element in fields:
+        name = next((v for k, v in element.attrib.items() if local_name(k) == "name"), None)
+        if local_name(element.tag) == "user-defined" and name and one_line(element.text):
+            declared.setdefault(name, one_line(element.text))  # never over a standard field
+    return from_keys(
+        declared,
+        {
+            "title": ("title",),
+            "authors": ("initial-creator", "creator"),
+            "created": ("creation-date",),
+            "modified": ("date",),
+            "language": ("language",),
+        },
+    )
+
+
+# --- Reading -----------------------------------------------------------------------------------
 
 
 def read_odt(data: bytes) -> list[Block]:

@@ -14,7 +14,7 @@ What unstructured 0.27 returns, and what becomes of it here:
 - .xlsx: one Table element per sheet (or per block of cells) with `page_name` = the sheet
   name, which becomes the section.
 - Tables (docx, pptx, xlsx) become one block of rows, cells joined by " | ".
-- Metadata: the package's core properties (docProps/core.xml; tasks/parse/metadata.py).
+- Metadata: the package's core properties (docProps/core.xml; `office_metadata` below).
 
 Failures are told from the bytes before partitioning: a password-protected OOXML file is an
 OLE compound file (D0 CF 11 E0 ...) holding EncryptionInfo and EncryptedPackage streams
@@ -32,11 +32,34 @@ import zlib
 from typing import Any
 
 from tasks.core.reasons import Reason
-from tasks.core.records import Block, SourceFile
-from tasks.parse.archives import check_zip
+from tasks.core.records import Block, Metadata, SourceFile
+from tasks.parse.archives import check_zip, read_member
 from tasks.parse.errors import LoadError
-from tasks.parse.metadata import office_metadata
+from tasks.parse.metadata import element_values, from_keys, xml_root
 from tasks.parse.registry import ReadFunction, Reading, ReadOptions, register
+
+# --- Metadata ----------------------------------------------------------------------------------
+
+
+def office_metadata(data: bytes) -> Metadata:
+    """What the core properties of a .docx, .pptx or .xlsx package say."""
+    root = xml_root(read_member(data, "docProps/core.xml"))
+    if root is None:
+        return Metadata()
+    declared = element_values(root)
+    return from_keys(
+        declared,
+        {
+            "title": ("title",),
+            "authors": ("creator",),
+            "created": ("created",),
+            "modified": ("modified",),
+            "language": ("language",),
+        },
+    )
+
+
+# --- Reading -----------------------------------------------------------------------------------
 
 OLE_MAGIC = bytes.fromhex("D0CF11E0A1B11AE1")
 # The part each format cannot do without.

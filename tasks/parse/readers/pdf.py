@@ -1,6 +1,6 @@
 """PDF files: the text layer through `partition_pdf(strategy="fast")`, pages without one read by
 OCR (tasks/parse/ocr.py) unless OCR is off; the metadata from the information dictionary and
-the catalog's /Lang (tasks/parse/metadata.py)."""
+the catalog's /Lang (`pdf_metadata` below)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,39 @@ from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
 from tasks.parse.elements import elements_to_blocks
 from tasks.parse.errors import LoadError
-from tasks.parse.metadata import pdf_metadata
+from tasks.parse.metadata import from_keys, language_tag, meta_json, one_line
 from tasks.parse.ocr import OcrResult, ocr_pdf
 from tasks.parse.registry import Reading, ReadOptions, register
 from tasks.parse.unstructured_offline import check_pdf_support
+
+# --- Metadata ----------------------------------------------------------------------------------
+
+
+def pdf_metadata(pdf: Any) -> Metadata:
+    """What an open pikepdf.Pdf's information dictionary and catalog (/Lang) say."""
+    declared: dict[str, Any] = {}
+    try:
+        for key, value in pdf.docinfo.items():
+            text = one_line(value)
+            if text:
+                declared[str(key).lstrip("/")] = text
+        lang = pdf.Root.get("/Lang")
+    except Exception:  # noqa: BLE001 - a damaged info dictionary is no reason to fail the PDF
+        return Metadata(meta=meta_json(declared))
+    found = from_keys(
+        declared,
+        {
+            "title": ("title",),
+            "authors": ("author",),
+            "created": ("creationdate",),
+            "modified": ("moddate",),
+        },
+    )
+    language = language_tag(str(lang)) if lang is not None else None
+    return Metadata(found.title, found.authors, found.created, found.modified, language, found.meta)
+
+
+# --- Reading -----------------------------------------------------------------------------------
 
 
 def _has_text(elements: list[Any]) -> bool:
