@@ -3,6 +3,7 @@
     core     records, failure reasons, options, offline environment   (no Prefect, no LanceDB)
     text     splitting and full-text analysis                          (core)
     embed    embedding backends behind one protocol                    (core)
+    parse    reading documents: readers, decoding, OCR, metadata, the parser process (core)
     dataset  the LanceDB dataset: schema, location, one Dataset object (core, text)
     ingest   discover → load → split → embed → write, and their Prefect task wrappers
     search   search modes, filters, fusion, snippets                   (core, text, embed, dataset)
