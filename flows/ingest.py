@@ -2,10 +2,12 @@
 
     python -m flows.ingest DIR [--index URI] [options]       (--help lists them)
 
-The flow and its options are in flows/ingest_flow.py (`from flows.ingest import ingest` is
-the flow). This module imports neither: `main()` first starts Prefect's temporary API server
-where none is configured (flows/temporary_server.py), which then starts while the flow's
-modules (Prefect, LanceDB, the models' libraries) are imported.
+The flow is in flows/ingest_flow.py (`from flows.ingest import ingest` is the flow); this
+module is its command line. `main()` first starts Prefect's temporary API server where none
+is configured (flows/temporary_server.py), which then starts while the options are read and
+the flow's modules (Prefect, LanceDB, the models' libraries) are imported. Without a Prefect
+API, a run that would change nothing is not started (tasks/ingest/preview.py): the command
+prints its summary without importing Prefect, and stops the server.
 
 Exit status: 0 when every file ended indexed, empty or unchanged; 2 when the run completed but
 some files failed (listed in the summary with their reasons); 4 when --gate found search worse
@@ -24,14 +26,85 @@ from flows import temporary_server
 
 if TYPE_CHECKING:
     from flows.ingest_flow import ingest as ingest
+    from flows.runners import RunnerSettings
+    from tasks.ingest.settings import IngestSettings
+
+GATE_FAILED = 4  # the exit status of a run whose gate restored the previous version
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     server = None if {"-h", "--help"} & set(args) else temporary_server.start()
-    from flows.ingest_flow import run_command
+    from flows.cli import exit_status
 
-    return run_command(args, (__doc__ or "").split("\n")[0], server)
+    settings, runner = parse_command(args)
+    return exit_status(lambda: run_command(settings, runner, server))
+
+
+def parse_command(argv: Sequence[str]) -> tuple[IngestSettings, RunnerSettings]:
+    """The run's settings and task runner from the command line (argparse exits on errors)."""
+    import argparse
+    from pathlib import Path
+
+    from flows.runners import RunnerSettings
+    from tasks.core.options import add_options, parse_options
+    from tasks.ingest.settings import IngestSettings
+
+    description = (__doc__ or "").split("\n")[0]
+    parser = argparse.ArgumentParser(prog="python -m flows.ingest", description=description)
+    add_options(parser, IngestSettings)
+    add_options(parser.add_argument_group("task runner"), RunnerSettings)
+    args = parser.parse_args(argv)
+    settings = parse_options(parser, args, IngestSettings)
+    settings = settings.model_copy(update={"source_dir": str(Path(settings.source_dir).resolve())})
+    return settings, parse_options(parser, args, RunnerSettings)
+
+
+def run_command(
+    settings: IngestSettings,
+    runner: RunnerSettings,
+    server: temporary_server.TemporaryServer | None,
+) -> int:
+    """One ingest run, on `server` where there is one; the exit status."""
+    from tasks.ingest.preview import unchanged_run
+    from tasks.ingest.settings import resolve_auto_model
+
+    chosen = resolve_auto_model(settings)  # once: the warm-up and the flow get its spec
+    # Without a Prefect API a run that would change nothing is no flow run (nor is a question
+    # without one): the temporary server that was starting meanwhile stops.
+    unchanged = unchanged_run(chosen) if server is not None else None
+    if unchanged is not None and server is not None:
+        server.stop()
+        print(unchanged.render())
+        print("nothing changed: no flow run recorded (no Prefect API)", file=sys.stderr)
+        return 0
+
+    from flows.ingest_flow import ingest
+    from flows.runners import make_task_runner
+    from tasks.dataset.location import DatasetError
+    from tasks.ingest.report import terminal_progress
+    from tasks.ingest.warmup import start_warm_up
+
+    if runner.task_runner == "threads":  # with Dask, workers parse and embed, not this process
+        start_warm_up(chosen)
+    try:
+        if server is not None:
+            server.wait_until_ready()
+        with terminal_progress():  # a progress bar when a person watches the run
+            flow_run = ingest.with_options(task_runner=make_task_runner(runner))
+            state = flow_run(**chosen.options(), return_state=True)
+            summary = state.result(raise_on_failure=False)
+        if isinstance(summary, BaseException):
+            raise summary
+    except DatasetError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback
+        print(f"error: the ingest run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(summary.render())
+    if summary.gate is not None and summary.gate.failed:
+        return GATE_FAILED
+    return 2 if summary.failed else 0
 
 
 def __getattr__(name: str) -> object:

@@ -11,13 +11,17 @@ embedder is cached per process) and keeps it for every batch it embeds.
 from __future__ import annotations
 
 import sys
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from prefect.context import get_run_context
-from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from pydantic import model_validator
 
 from tasks.core.options import Settings, option
+
+if TYPE_CHECKING:
+    from prefect.task_runners import TaskRunner
+
+# Prefect is imported where a runner is made or read: the command line reads these settings
+# before it knows whether a flow will run (flows/ingest.py).
 
 
 class RunnerSettings(Settings):
@@ -41,6 +45,8 @@ class RunnerSettings(Settings):
 
 def make_task_runner(settings: RunnerSettings) -> TaskRunner[Any]:
     """The task runner the settings name."""
+    from prefect.task_runners import ThreadPoolTaskRunner
+
     if settings.task_runner == "threads":
         return ThreadPoolTaskRunner()
     from prefect_dask import DaskTaskRunner
@@ -56,6 +62,8 @@ def parallel_batches() -> int:
     One per Dask worker thread; otherwise one, because threads in one process share one model
     and the model already uses every core for a single batch.
     """
+    from prefect.context import get_run_context
+
     context = get_run_context()
     runner = getattr(context, "task_runner", None)  # a flow run's context has one
     dask_runners = sys.modules.get("prefect_dask")  # not imported: not running on Dask

@@ -162,3 +162,38 @@ def test_the_ingest_command_starts_its_temporary_server_first_and_stops_it(
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{started[1]}/api/health", timeout=2)
     assert (tmp_path / "prefect" / "prefect.db").exists(), "the server kept its state in the home"
+
+
+def test_a_no_change_command_without_a_prefect_api_starts_no_flow_run(subprocess_env, tmp_path):
+    """Without an API server, a run that would change nothing prints the same counts and
+    exits 0 without importing Prefect or recording a flow run (its temporary server stops);
+    a changed file is indexed by a flow run as before; with an API every run is a flow run."""
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# A\n\nSome words about lighthouses.\n", "utf-8")
+    index = str(tmp_path / "index")
+    env = {k: v for k, v in subprocess_env.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    command = ("flows.ingest", str(corpus), "--index", index, "--model", "hash")
+    first = run_module(*command, env=env)
+    assert first.returncode == 0 and "files: 1 seen, 1 indexed" in first.stdout, first.stderr
+
+    again = run_python_output(
+        f"import sys\nfrom flows.ingest import main\nstatus = main({list(command[1:])!r})\n"
+        "print('STATUS', status, 'PREFECT', 'prefect' in sys.modules)",
+        env,
+    )
+    assert "files: 1 seen, 0 indexed, 1 unchanged, 0 empty, 0 failed, 0 removed" in again.stdout
+    assert "STATUS 0 PREFECT False" in again.stdout, again.stdout
+    assert "nothing changed: no flow run recorded (no Prefect API)" in again.stderr
+    assert "Stopping temporary Prefect server" in again.stderr
+
+    (corpus / "b.md").write_text("# B\n\nSourdough needs a starter.\n", "utf-8")
+    changed = run_module(*command, env=env)
+    assert changed.returncode == 0, changed.stderr[-3000:]
+    assert "files: 2 seen, 1 indexed, 1 unchanged" in changed.stdout
+    assert "Beginning flow run" in changed.stderr and "no flow run recorded" not in changed.stderr
+
+    recorded = run_module(*command, env=subprocess_env)  # an API: a flow run, nothing changed
+    assert "files: 2 seen, 0 indexed, 2 unchanged" in recorded.stdout
+    assert "Beginning flow run" in recorded.stderr, recorded.stderr[-3000:]
