@@ -4,10 +4,10 @@ Before a flow's first line runs, Prefect creates the flow run, and without an AP
 first starts a temporary one (seconds). The run's first load then starts the parser processes
 (imports unstructured) and its first embed loads the model. `start_warm_up` does both in
 background threads of the command-line process during that wait, but only when the run will
-index something: a quick plan (sizes and mtimes against the ledger, as the run's own plan
-does) decides, so a run with nothing to index still loads no model; for a new dataset, the
-first document found in the folder does. Nothing here is needed
-for correctness: any error is left for the run itself to meet and report.
+index something: the run's plan read ahead (tasks/ingest/preview.py) decides, so a run with
+nothing to index still loads no model; for a new dataset, the first document found in the
+folder does. Nothing here is needed for correctness: any error is left for the run itself to
+meet and report.
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ from pathlib import Path
 
 from tasks.core.formats import MIME_TYPES
 from tasks.dataset.dataset import Dataset
-from tasks.dataset.schema import Fingerprint
 from tasks.embed.models import get_embedder, model_info
-from tasks.ingest.discover import ScanSettings, plan_run
+from tasks.ingest.preview import plan_ahead
 from tasks.ingest.settings import IngestSettings
 from tasks.parse.worker import PARSERS
-from tasks.text.split import SplitSettings
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +33,11 @@ def will_index(settings: IngestSettings) -> bool:
 
     False where the run will stop before loading anything (a dataset built with another
     fingerprint asks for --rebuild)."""
-    fp = Fingerprint.of(model_info(settings.model), settings.narrow(SplitSettings))
     dataset = Dataset(settings.index_uri)
     if settings.rebuild or not dataset.exists():
         return _holds_a_document(Path(settings.source_dir))
-    if dataset.fingerprint != fp:
-        return False
-    plan = plan_run(settings.source_dir, dataset.ledger(), settings.narrow(ScanSettings), fp.id)
-    return bool(plan.to_index)
+    plan = plan_ahead(settings)
+    return plan is not None and bool(plan.to_index)
 
 
 def _holds_a_document(folder: Path) -> bool:
