@@ -1,3 +1,4 @@
+# Over 300 lines: one ordered chain of evidence for an encoding, best read in one place.
 """Text files' bytes to text without garbling them, and HTML/XML told apart by content.
 
 Order of evidence (the first that applies wins):

@@ -1,3 +1,4 @@
+# Over 300 lines: the worker process, its pipe protocol and its pool share one timeout story.
 """Parse files in separate processes, so that one pathological file cannot stall a run.
 
 Each long-lived worker process (`python -m tasks.parse.worker`, sharing no threads or
