@@ -72,6 +72,7 @@ from tasks.ingest.load import LoadSettings, load_batch  # noqa: E402
 from tasks.ingest.steps import split_batch  # noqa: E402
 from tasks.search.params import MODES, SearchParams  # noqa: E402
 from tasks.search.queries import read_queries  # noqa: E402
+from tasks.search.ranking import start_text_list, start_vector_list  # noqa: E402
 from tasks.search.searcher import Searcher  # noqa: E402
 from tasks.text.split import SplitSettings  # noqa: E402
 
@@ -147,19 +148,19 @@ def profile(searcher: Searcher, questions: list[str], lines: int = 25) -> str:
 def steps(searcher: Searcher, questions: list[str]) -> str:
     """p50/p95 of each step of a warm hybrid query, each timed alone on the warm searcher
     (the lists as the searcher runs them, on its query loop), and of the whole query."""
-    scope = searcher._scope(None)
-    embedder = scope.embedder
+    reading = searcher._reading(None)
+    embedder = reading.embedder
     vectors = {q: embedder.encode([q])[0] for q in questions}
-    depth = scope.fusion.depth
+    depth = reading.fusion.depth
 
     def vector_list(q: str) -> list:
-        return scope.start_vector_hits(vectors[q], depth).result()
+        return start_vector_list(reading, vectors[q], depth).result()
 
     def text_list(q: str) -> object:
-        return searcher._start_text_list(scope, q, depth, floor=False).result()
+        return start_text_list(reading, q, depth, floor=False).result()
 
     def both(q: str) -> list:
-        text = searcher._start_text_list(scope, q, depth, floor=False)
+        text = start_text_list(reading, q, depth, floor=False)
         return [vector_list(q), text.result()]
 
     def rescoring(q: str) -> float:

@@ -684,18 +684,19 @@ def test_a_full_text_row_newer_than_the_kept_copy_comes_from_lancedb(tmp_path):
     that list is LanceDB's rows: the new row shows, with its own columns."""
     from tasks.dataset.chunk_store import matching_row_ids
     from tasks.search import query_loop
+    from tasks.search.sources import KeptSource
 
     uri = str(tmp_path / "index")
     build_index(uri, [document("old.md", [("Old", "alpha beta zebra")])])
     searcher = Searcher(Dataset(uri, consistency=timedelta(0)), keep_vectors=True)
-    scope = searcher._scope(None)  # the copy of the first version
-    assert scope.kept is not None and scope.kept.kept
-    from_copy = query_loop.run(scope.text_hits("zebra", 5))
+    source = searcher._reading(None).source  # the copy of the first version
+    assert isinstance(source, KeptSource) and source.kept.kept
+    from_copy = query_loop.run(source.text_hits("zebra", 5))
     assert [hit.doc_id for hit in from_copy] == ["old.md"]
     chunks = write_new_document(uri)
-    ids, _ = query_loop.run(matching_row_ids(scope.table, "zebra", 5))
-    assert len(ids) == 2 and scope.kept.positions(ids) is None
-    found = query_loop.run(scope.text_hits("zebra", 5))
+    ids, _ = query_loop.run(matching_row_ids(source.lance.table, "zebra", 5))
+    assert len(ids) == 2 and source.kept.positions(ids) is None
+    found = query_loop.run(source.text_hits("zebra", 5))
     assert {hit.doc_id for hit in found} == {"old.md", "new.md"}
     new_hit = next(hit for hit in found if hit.doc_id == "new.md")
     assert new_hit.text == chunks[0].text and new_hit.section == chunks[0].section

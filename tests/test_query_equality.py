@@ -25,7 +25,8 @@ from tasks.search.filters import chunk_filter
 from tasks.search.fusion import best_per_doc, term_coverage
 from tasks.search.hits import HIT_COLUMNS, Hit
 from tasks.search.params import MODES, SearchParams
-from tasks.search.searcher import PER_DOC_OVERFETCH, Searcher
+from tasks.search.ranking import PER_DOC_OVERFETCH
+from tasks.search.searcher import Searcher
 from tasks.text import analysis
 
 pytestmark = pytest.mark.integration  # the small corpus, ingested by the real flow
@@ -185,7 +186,7 @@ def test_a_batch_of_several_blocks_equals_its_questions_one_at_a_time(searcher, 
     """A batch longer than two blocks of LISTS_AHEAD (its vector lists made a block at a
     time, in one product where the searcher keeps the chunks) gives each question the hits
     it gets alone."""
-    from tasks.search.searcher import LISTS_AHEAD
+    from tasks.search.batch import LISTS_AHEAD
 
     questions = (QUESTIONS * (2 * LISTS_AHEAD // len(QUESTIONS) + 2))[: 2 * LISTS_AHEAD + 3]
     params = SearchParams(k=5, mode=mode)

@@ -1,0 +1,161 @@
+"""One question's hits from its two lists: by mode, hybrid fusion, per_doc and the
+cross-encoder (what each mode's score means: tasks/search/searcher.py).
+
+A `Reading` is what one search reads the dataset with, fixed when it starts: the source of
+its lists (tasks/search/sources.py), the question encoder and the fusion. `search_one` ranks
+a question from the lists started for it ahead (`Started`, tasks/search/batch.py) or, where
+none were, from lists it starts itself.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+
+from tasks.embed.base import CrossScriptRescorer, Embedder
+from tasks.search import query_loop
+from tasks.search.fusion import Fusion, best_per_doc, term_coverage
+from tasks.search.hits import Hit
+from tasks.search.params import Mode, SearchParams
+from tasks.search.rerank import PairScorer, rerank
+from tasks.search.sources import ChunkSource, TextList
+from tasks.text import analysis
+
+PER_DOC_OVERFETCH = 5  # chunks fetched per wanted document with per_doc, grown as needed
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one search reads the dataset with (`Searcher._reading`)."""
+
+    source: ChunkSource
+    embedder: Embedder  # the dataset's question encoder
+    fusion: Fusion  # how hybrid mode weighs the lists for the dataset's model
+
+
+@dataclass
+class Started:
+    """A question's lists for its first limit, started ahead of its ranking (none: not yet)."""
+
+    text: Future[TextList] | None = None
+    vector: Future[list[Hit]] | None = None
+
+    def cancel(self) -> None:
+        for work in (self.text, self.vector):
+            if work is not None:
+                work.cancel()
+
+
+def start_vector_list(reading: Reading, vector: np.ndarray, limit: int) -> Future[list[Hit]]:
+    """The `limit` chunks nearest to `vector`, by cosine similarity alone (no re-scoring)."""
+    return reading.source.start_vector_lists([vector], limit)[0]
+
+
+def start_text_list(reading: Reading, text: str, limit: int, floor: bool) -> Future[TextList]:
+    """Hybrid mode's full-text list of `limit` chunks by BM25, started on the query loop, with
+    each hit's analysed text where the fusion's coverage gate reads it and, with a cosine
+    `floor` to apply, its stored vector."""
+    terms = reading.fusion.full_coverage is not None
+    return query_loop.submit(reading.source.text_list(text, limit, terms, floor))
+
+
+def search_one(
+    reading: Reading,
+    text: str,
+    vector: np.ndarray | None,
+    mode: Mode,
+    params: SearchParams,
+    scorer: PairScorer | None,
+    lists: Started,
+) -> list[Hit]:
+    """Top hits for one query; with per_doc, fetch more chunks until k documents show; with a
+    cross-encoder `scorer`, re-rank the candidates first (tasks/search/searcher.py).
+    `lists`: the lists for the first limit, where they were started already."""
+    limit = first_limit(params)
+    floor = params.min_score if scorer is None else None  # else a floor on the new score
+    while True:
+        hits = ranked(reading, text, vector, mode, limit, floor, lists)
+        if not params.per_doc or len(best_per_doc(hits)) >= params.k or len(hits) < limit:
+            break
+        limit, lists = limit * 4, Started()
+    if scorer is not None:
+        hits = above(rerank(text, hits, scorer), params.min_score)
+    return (best_per_doc(hits) if params.per_doc else hits)[: params.k]
+
+
+def ranked(
+    reading: Reading,
+    text: str,
+    vector: np.ndarray | None,
+    mode: Mode,
+    limit: int,
+    min_score: float | None,
+    lists: Started,
+) -> list[Hit]:
+    """Up to `limit` hits in `mode`, each at or above `min_score` (a floor on the cosine in
+    vector and hybrid mode, on BM25 in fts mode), from the lists in `lists` where they were
+    started already."""
+    if mode == "fts":
+        return above(query_loop.run(reading.source.text_hits(text, limit)), min_score)
+    assert vector is not None
+    if mode == "vector":
+        return by_vector(reading, text, vector, limit, min_score, lists.vector)[:limit]
+    depth = max(limit, reading.fusion.depth)
+    text_list = lists.text
+    if text_list is None:
+        text_list = start_text_list(reading, text, depth, min_score is not None)
+    vectors = by_vector(reading, text, vector, depth, min_score, lists.vector)
+    by_text = text_list.result()
+    if min_score is not None:
+        by_text = by_text.above(vector, min_score)
+    coverage = 1.0
+    if reading.fusion.full_coverage is not None:
+        coverage = term_coverage(analysis.query_text(text).split(), by_text.terms)
+    return reading.fusion.fuse(text, vectors, by_text.hits, limit, coverage)
+
+
+def by_vector(
+    reading: Reading,
+    text: str,
+    vector: np.ndarray,
+    limit: int,
+    min_score: float | None,
+    started: Future[list[Hit]] | None,
+) -> list[Hit]:
+    """At least `limit` vector hits at or above `min_score` (a floor on the cosine), the first
+    ones re-scored across scripts where the model does that, best first; `started`: the list
+    of `vector_depth` hits, where it was started already."""
+    rescorer = reading.embedder
+    if started is None:
+        started = start_vector_list(reading, vector, vector_depth(rescorer, limit))
+    hits = above(started.result(), min_score)
+    if not isinstance(rescorer, CrossScriptRescorer):
+        return hits
+    head = hits[: rescorer.rescore_depth]
+    bonus = rescorer.cross_script_bonus(text, [hit.text for hit in head])
+    head = [
+        hit.rescored(hit.score + float(extra)) if extra else hit
+        for hit, extra in zip(head, bonus, strict=True)
+    ]
+    return sorted(head + hits[len(head) :], key=lambda hit: -hit.score)
+
+
+def vector_depth(embedder: Embedder, limit: int) -> int:
+    """The vector hits fetched for a list of `limit`: at least the cross-script re-scoring's
+    depth where the model re-scores."""
+    if isinstance(embedder, CrossScriptRescorer):
+        return max(limit, embedder.rescore_depth)
+    return limit
+
+
+def first_limit(params: SearchParams) -> int:
+    """The hits a search ranks first: k, more with per_doc, at least rerank_depth with a
+    cross-encoder."""
+    limit = params.k * PER_DOC_OVERFETCH if params.per_doc else params.k
+    return max(limit, params.rerank_depth) if params.rerank else limit
+
+
+def above(hits: list[Hit], min_score: float | None) -> list[Hit]:
+    return hits if min_score is None else [hit for hit in hits if hit.score >= min_score]
