@@ -312,6 +312,7 @@ def _is_prepared(model: str) -> bool:
 register(
     Backend(
         name="dual",
+        module=__name__,
         summary="an English model for Latin text beside a multilingual one, in one vector; "
         "MODEL = <english spec>,<multilingual spec>",
         default_model=None,

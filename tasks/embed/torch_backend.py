@@ -105,6 +105,7 @@ def _questions(model: str) -> Embedder:
 TORCH = register(
     Backend(
         name="torch",
+        module=__name__,
         summary="sentence-transformers on torch, fp32; MODEL = all-MiniLM-L6-v2 or a folder",
         default_model=None,
         info=_info,

@@ -153,6 +153,7 @@ def _load(model: str) -> UseEmbedder:
 register(
     Backend(
         name="use",
+        module=__name__,
         summary=f"Universal Sentence Encoder multilingual v3, 16 languages; MODEL = {USE_MODEL}",
         default_model=None,
         info=use_model_info,
