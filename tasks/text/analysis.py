@@ -38,21 +38,10 @@ Each dictionary loads on the first text that needs it: English, Chinese or Korea
 imports Sudachi (its first use takes about 0.1 s), and `warm_up()` loads it only when asked.
 Sudachi's tokenizers are per thread (one shared dictionary).
 
-The choices were measured on the dev sets (README.md, "Search quality"); Japanese and Korean,
-which have none, by `python -m benchmarks.analysers` (benchmarks/data/cjk_questions.json:
-52 questions per language written for it, ranked among 72 short passages by a plain BM25).
-Japanese MRR@10 went from 0.926 (character pairs before) to 0.981 (top-1 0.885 → 0.962);
-kanji-only keyword queries stayed at 0.972, where Sudachi without the jieba words in the
-index gives 0.755 (modes B and C 0.648 and 0.676, equal on questions; surface forms 0.958 on
-questions; keeping particles changed nothing, so they are dropped), at 0.75 M characters/s
-against 2.2 M for pairs (one thread, warm, on two busy cores).
-Korean stays on pairs. Kiwi (`kiwipiepy`: content morphemes, verb and adjective stems in
-their dictionary form) gave MRR@10 0.990 against 0.985 for pairs, one question of 52 (top-1
-0.981 both; keyword queries 1.000 both): nearly a tie, since Hangul pairs already match most
-inflected forms by their first syllables (사용하면, 사용하나요: 사용, 용하). It does not pay
-for its cost: 1.1–2.8 s and about 300 MB to load on first use, which a fresh query process
-asking a Korean question would pay (a cold query is to take under 3 s), and 60–100 k
-characters/s against 3 M for pairs. The benchmark still measures it (a dev dependency).
+The choices were measured on the dev sets and, for Japanese and Korean, by
+`python -m benchmarks.analysers` (benchmarks/RESULTS.md, "Full-text analysers"): Sudachi
+with jieba's words of the kanji runs for Japanese; Korean stays on character pairs, which
+a morphological analyser (Kiwi) barely beat, at seconds and hundreds of MB to load.
 Any change to the terms changes the index vocabulary: bump VERSION, which is part of the
 dataset fingerprint, so an index built by another version asks for --rebuild.
 """
