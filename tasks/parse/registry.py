@@ -3,8 +3,9 @@
 A format's plain facts (its `--type` name, MIME type and suffixes) are declared once in
 tasks/core/formats.py, where discovery and search find them without importing the parsers.
 How a format is read is registered here, under the same name, by one module of
-tasks/parse/readers/ (every module there is imported by `readers()`, so a new module needs no
-import line anywhere): the read function (bytes → blocks, plus what OCR did, a title where
+tasks/parse/readers/ or one that another package names under the "doc_indexer.readers" entry
+points (`readers()` imports them all, tasks/core/plugins.py, so a new module needs no import
+line anywhere): the read function (bytes → blocks, plus what OCR did, a title where
 the format has one and the file's metadata, read beside it), the failure reasons it
 can give, an optional warm-up, and the modules whose code decides its output. Everything else
 derives from this table: parsing dispatches on a file's MIME type (tasks/parse/document.py), the
@@ -19,8 +20,6 @@ that parse nothing (a run that finds nothing changed computes cache keys).
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from tasks.core.formats import FORMATS, MIME_TYPES, Format
+from tasks.core.plugins import READERS_GROUP, load_plugins
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
 from tasks.parse.ocr import OcrResult
@@ -116,9 +116,7 @@ def register(
 
 @cache
 def _load_readers() -> dict[str, Reader]:
-    package = importlib.import_module(READERS_PACKAGE)
-    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        importlib.import_module(f"{READERS_PACKAGE}.{module.name}")
+    load_plugins(READERS_PACKAGE, READERS_GROUP)  # every module there, then entry points
     missing = [f.name for f in FORMATS if f.name not in _REGISTERED]
     if missing:
         raise RuntimeError(f"no reader registered for format(s) {', '.join(missing)}")
