@@ -54,6 +54,7 @@ from typing import Any
 from flows import service_client, temporary_server
 from flows.cli import exit_status
 from flows.prefect_settings import configured_api_url
+from flows.render import render_markdown
 from flows.service import ServiceSettings
 from tasks.core.options import add_options, flag, option_fields, parse_options
 from tasks.dataset.location import DatasetOption, local_path
@@ -100,24 +101,6 @@ def marked_context(hit: Hit) -> str:
     start, end = hit.context_start, hit.context_end
     marked = f"{hit.context[:start]}»{hit.context[start:end]}«{hit.context[end:]}"
     return " ".join(marked.split())
-
-
-def render_markdown(hits: list[Hit]) -> str:
-    """The hits as a numbered Markdown list of quotes (the context where there is one), each
-    followed by its citation: source, section, page."""
-    items = []
-    for rank, hit in enumerate(hits, start=1):
-        indent = " " * len(f"{rank}. ")
-        quote = (hit.context if hit.context is not None else hit.text).strip().splitlines()
-        lines = [f"> {line}".rstrip() for line in quote]
-        citation = [hit.doc_id, *([hit.section] if hit.section else [])]
-        if hit.page_number is not None:
-            citation.append(f"page {hit.page_number}")
-        lines += ["", f"— {', '.join(citation)}"]
-        items.append(f"{rank}. {lines[0]}")
-        items.extend(f"{indent}{line}" if line else "" for line in lines[1:])
-        items.append("")
-    return "\n".join(items).rstrip("\n")
 
 
 def render_stats(stats: dict[str, Any]) -> str:

@@ -4,8 +4,9 @@
                           [--port 8765] [--max-k N] [--search-timeout SECONDS] [...]
 
 GET /health, POST /search (a question and the command line's search options as JSON; the
-hits as the command line's --json prints them), GET /stats. What later ingest runs commit
-shows up within REFRESH.
+hits as the command line's --json prints them), GET /stats, and the MCP server of
+flows/mcp_server.py over Streamable HTTP at /mcp (stateless, JSON answers). What later
+ingest runs commit shows up within REFRESH.
 
 The service trusts no request:
 - the cross-encoder is the one `--rerank PATH` named when the service started (loaded then);
@@ -14,22 +15,31 @@ The service trusts no request:
   length, k and rerank_depth (422), the time its search may take (503);
 - an answer other than hits is JSON {"error": CODE, "message": TEXT}, with "problems" (field
   and message) for an invalid body; it never holds a server path, a traceback or a library's
-  message, and never echoes what the caller sent: those details go to the service's log.
+  message, and never echoes what the caller sent: those details go to the service's log;
+- with a token (`--token-file PATH` or the DOC_INDEXER_TOKEN environment variable, never a
+  command-line value), every path but /health needs `Authorization: Bearer <token>` (401
+  otherwise, compared in constant time); bound beyond loopback, it refuses to start without
+  one. MCP's search tool goes through the same limits, threads and time limit as POST /search.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from datetime import timedelta
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from flows.service_client import TOKEN_ENV  # the token where no --token-file names one
 from tasks.core.options import Settings, option
 from tasks.dataset.location import DatasetError
 from tasks.search.params import MAX_K, SearchParams
@@ -39,6 +49,8 @@ from tasks.search.rerank import cross_encoder
 # The dataset, the searcher and the models (LanceDB, numpy, onnxruntime) are imported where
 # the service starts (`serve`): `flows.query --help` reads ServiceSettings from this module.
 if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
     from tasks.search.searcher import Searcher
 
 # How stale the service's view of the dataset may be: checking for new versions on every
@@ -51,6 +63,12 @@ REFRESH = timedelta(seconds=1)
 SEARCH_THREADS = 8
 # At most this many problems of an invalid body are listed in the answer.
 MAX_PROBLEMS = 10
+# Binds that only this machine reaches: the service needs no token there.
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+# The shortest token taken: a typo'd or placeholder token refused rather than guessed.
+MIN_TOKEN_CHARS = 16
+# Paths answered without the token: a load balancer's or a client's liveness probe.
+OPEN_PATHS = ("/health",)
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +104,12 @@ class ServiceSettings(Settings):
         gt=0,
         metavar="SECONDS",
     )
+    token_file: str | None = option(
+        None,
+        f"file holding the bearer token that every path but /health then needs (else "
+        f"${TOKEN_ENV}; required beyond loopback)",
+        metavar="PATH",
+    )
 
 
 class ServiceError(Exception):
@@ -104,26 +128,117 @@ class ServiceError(Exception):
         return body
 
 
+T = TypeVar("T")
+
+
+class Searches:
+    """The service's searches, POST /search's and the MCP search tool's alike: a request's
+    options checked against `limits`, its search run on one of SEARCH_THREADS threads and
+    answered 503 past the time limit."""
+
+    def __init__(
+        self, searcher: Searcher, limits: ServiceSettings, reranker: str | None = None
+    ) -> None:
+        self.searcher, self.limits, self.reranker = searcher, limits, reranker
+        self.executor = ThreadPoolExecutor(max_workers=SEARCH_THREADS, thread_name_prefix="search")
+
+    async def run(self, request: SearchRequest, present: Callable[[list[dict[str, Any]]], T]) -> T:
+        """`present` of the hits for `request`, called on the search's thread; a
+        ServiceError when the request asks too much, the search runs too long or the dataset
+        refuses it."""
+        params = checked_params(request, self.limits, self.reranker)
+
+        def answer() -> T:
+            return present(find(self.searcher, request.text, params))
+
+        running = asyncio.wrap_future(self.executor.submit(answer))
+        timeout = self.limits.search_timeout
+        try:
+            return await asyncio.wait_for(running, timeout)
+        except TimeoutError:
+            log.warning("a search ran past %g s: %s", timeout, params.describe())
+            raise ServiceError(
+                503,
+                "timeout",
+                f"the search took longer than {timeout:g} s; ask for fewer "
+                "hits or candidates, or try again later",
+            ) from None
+        except DatasetError as exc:
+            log.warning("the dataset refused a search (%s): %s", params.describe(), exc)
+            raise ServiceError(
+                409,
+                "dataset_error",
+                "the dataset cannot answer this search (fts and hybrid mode need the full-text "
+                "index that ingest builds); the service log says why",
+            ) from None
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def mcp_server(searches: Searches) -> Server[Any]:
+    """The MCP server (flows/mcp_server.py) whose search tool runs through `searches`: the
+    service's limits and time limit, a refusal as a tool error with its message."""
+    from flows.mcp_server import ToolProblem, create_server
+
+    async def search(request: SearchRequest) -> list[dict[str, Any]]:
+        try:
+            return await searches.run(request, list)
+        except ServiceError as exc:
+            details = "; ".join(f"{p['field']}: {p['message']}" for p in exc.problems or [])
+            raise ToolProblem(f"{exc.message} ({details})" if details else exc.message) from None
+
+    return create_server(searches.searcher, search)
+
+
 def create_app(
-    searcher: Searcher, settings: ServiceSettings | None = None, reranker: str | None = None
+    searcher: Searcher,
+    settings: ServiceSettings | None = None,
+    reranker: str | None = None,
+    token: str | None = None,
 ) -> Any:
-    """The HTTP service on one open Searcher: GET /health, POST /search, GET /stats; with
-    `reranker`, the folder of the cross-encoder that re-ranks unless a request says no."""
+    """The HTTP service on one open Searcher: GET /health, POST /search, GET /stats and the MCP
+    server at /mcp; with `reranker`, the folder of the cross-encoder that re-ranks unless a
+    request says no; with `token`, every path but /health needs it as a bearer token."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+    from mcp.server.streamable_http_manager import (
+        StreamableHTTPASGIApp,
+        StreamableHTTPSessionManager,
+    )
+    from mcp.server.transport_security import TransportSecuritySettings
     from starlette.exceptions import HTTPException
 
     limits = settings or ServiceSettings()
-    executor = ThreadPoolExecutor(max_workers=SEARCH_THREADS, thread_name_prefix="search")
+    searches = Searches(searcher, limits, reranker)
+    # Stateless: each POST /mcp is answered on its own (no session to keep or expire), as JSON.
+    # On loopback, the SDK's DNS-rebinding check (Host and Origin are this machine's), as its
+    # own streamable_http_app sets it.
+    loopback = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+    sessions = StreamableHTTPSessionManager(
+        app=mcp_server(searches),
+        json_response=True,
+        stateless=True,
+        security_settings=loopback if limits.host in LOOPBACK else None,
+        max_request_body_size=limits.max_body_bytes,
+    )
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
-        yield
-        executor.shutdown(wait=False, cancel_futures=True)
+        async with sessions.run():
+            yield
+        searches.close()
 
     app = FastAPI(title="doc-indexer search", lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    if token is not None:
+        app.add_middleware(BearerToken, token=token)  # outermost: before the body is read
+    app.add_route("/mcp", StreamableHTTPASGIApp(sessions), methods=["GET", "POST", "DELETE"])
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
@@ -158,33 +273,11 @@ def create_app(
             "default_mode": searcher.resolve_mode(None),  # what a request without "mode" gets
         }
 
-    def answer(text: str, params: SearchParams) -> JSONResponse:
-        """The hits as the answer, its JSON written on the search's thread: the event loop
-        and FastAPI's response checks (the hits are plain JSON types already) skip it."""
-        return JSONResponse(find(searcher, text, params))
-
     @app.post("/search", response_model=None)
     async def search(request: SearchRequest) -> JSONResponse:
-        params = checked_params(request, limits, reranker)
-        running = asyncio.wrap_future(executor.submit(answer, request.text, params))
-        try:
-            return await asyncio.wait_for(running, limits.search_timeout)
-        except TimeoutError:
-            log.warning("a search ran past %g s: %s", limits.search_timeout, params.describe())
-            raise ServiceError(
-                503,
-                "timeout",
-                f"the search took longer than {limits.search_timeout:g} s; ask for fewer "
-                "hits or candidates, or try again later",
-            ) from None
-        except DatasetError as exc:
-            log.warning("the dataset refused a search (%s): %s", params.describe(), exc)
-            raise ServiceError(
-                409,
-                "dataset_error",
-                "the dataset cannot answer this search (fts and hybrid mode need the full-text "
-                "index that ingest builds); the service log says why",
-            ) from None
+        # The answer's JSON is written on the search's thread: the event loop and FastAPI's
+        # response checks (the hits are plain JSON types already) skip it.
+        return await searches.run(request, JSONResponse)
 
     @app.get("/stats")
     def stats() -> dict[str, Any]:
@@ -305,11 +398,80 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
+class BearerToken:
+    """ASGI middleware: every request but those for OPEN_PATHS needs `Authorization: Bearer
+    <token>`, compared in constant time (hmac.compare_digest); 401 otherwise."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app, self.token = app, token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+        if scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token):
+            await self.app(scope, receive, send)
+            return
+        log.warning("refused a request without the right token from %s", scope.get("client"))
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        from fastapi.responses import JSONResponse
+
+        message = "this service needs its token: send the header Authorization: Bearer <token>"
+        error = ServiceError(401, "unauthorized", message)
+        headers = {"WWW-Authenticate": "Bearer"}
+        await JSONResponse(error.body(), status_code=401, headers=headers)(scope, receive, send)
+
+
+class TokenError(Exception):
+    """No usable token where one is needed, or a token file that cannot be used."""
+
+
+def service_token(settings: ServiceSettings) -> str | None:
+    """The bearer token the service requires: the content of --token-file (surrounding
+    whitespace removed) or else of $DOC_INDEXER_TOKEN; None when neither is given, which only a
+    loopback bind accepts. A TokenError for an unreadable or too short token, or none beyond
+    loopback."""
+    if settings.token_file is not None:
+        try:
+            token = Path(settings.token_file).expanduser().read_text("utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+            raise TokenError(f"cannot read --token-file {settings.token_file}: {reason}") from None
+        where = "--token-file"
+    else:
+        token, where = os.environ.get(TOKEN_ENV, "").strip(), f"${TOKEN_ENV}"
+    if not token:
+        if settings.host not in LOOPBACK:
+            raise TokenError(
+                f"refusing to serve on {settings.host} without a token: anyone who reaches "
+                f"that address could search the dataset. Put a token in a file and give "
+                f"--token-file PATH, or set {TOKEN_ENV} (only a loopback bind, "
+                f"{', '.join(LOOPBACK)}, runs without one)"
+            )
+        return None
+    if len(token) < MIN_TOKEN_CHARS or not (token.isascii() and token.isprintable()):
+        raise TokenError(
+            f"the token in {where} must be at least {MIN_TOKEN_CHARS} printable ASCII "
+            "characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
+        )
+    if " " in token:
+        raise TokenError(f"the token in {where} must not contain spaces")
+    return token
+
+
 def serve(index_uri: str, settings: ServiceSettings, reranker: str | None = None) -> int:
     """Serve the dataset over HTTP until interrupted (SIGINT or SIGTERM); with `reranker`, the
     folder of the cross-encoder that re-ranks (loaded, or refused with a RerankerError, before
     serving). While it serves, the dataset's service file names it (flows/service_client.py),
     so that a question on this machine comes here instead of loading everything itself."""
+    try:
+        token = service_token(settings)  # before anything loads: a refusal is immediate
+    except TokenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     import uvicorn
 
     from flows.service_client import announced
@@ -325,8 +487,10 @@ def serve(index_uri: str, settings: ServiceSettings, reranker: str | None = None
     prefer_latency()
     _log_to_stderr()
     reranking = f", re-ranking with {reranker}" if reranker else ""
-    print(f"serving {index_uri} on http://{settings.host}:{settings.port}{reranking}", flush=True)
-    app = create_app(searcher, settings, reranker)
+    guarded = ", token required" if token else ""
+    where = f"http://{settings.host}:{settings.port}"
+    print(f"serving {index_uri} on {where}{reranking}{guarded} (MCP at {where}/mcp)", flush=True)
+    app = create_app(searcher, settings, reranker, token)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning")
     server = uvicorn.Server(config)
     listening = config.bind_socket()  # the port is ours before the service file names it

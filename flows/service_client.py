@@ -8,9 +8,12 @@ port is bound and removes it when it stops (`announced`); a killed one leaves it
 `answer` sends a question there (GET /health, then POST /search) and returns its hits, or
 None whenever the service cannot give what this process would: no file, a file of another
 dataset (a copied folder), a process that is gone, a refused connection, a question with a
-cross-encoder other than the service's, any answer but hits. The caller then searches
-itself, the cold way. Only the standard library is imported here: a question answered by
-the service loads neither LanceDB nor the model nor an HTTP client library.
+cross-encoder other than the service's, any answer but hits (a 401 of a service that needs a
+token this process does not have, among them). The caller then searches itself, the cold way.
+The announcement never holds a service's token: a question sends the one in
+$DOC_INDEXER_TOKEN (TOKEN_ENV), if set, as `Authorization: Bearer`. Only the standard library
+is imported here: a question answered by the service loads neither LanceDB nor the model nor
+an HTTP client library.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from tasks.search.request import QueryRequest
 CONNECT_TIMEOUT = 2.0
 # Seconds a search may take beyond the service's own time limit (it answers 503 by then).
 SEARCH_SLACK = 5.0
+# The environment variable of the service's bearer token: flows/service.py reads it where no
+# --token-file names one (a command-line value would show in `ps`), a question sends it.
+TOKEN_ENV = "DOC_INDEXER_TOKEN"
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,9 @@ def _exchange(
     """The JSON of a 200 answer to one request; None for any other status."""
     payload = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"} if payload is not None else {}
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     connection.request(method, path, body=payload, headers=headers)
     response = connection.getresponse()
     content = response.read()
