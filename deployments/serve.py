@@ -116,39 +116,51 @@ def start_watching(
     return thread
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
-    # Absolute paths: runs execute in a subprocess and must not depend on its working directory.
-    index_uri = args.index if local_path(args.index) is None else str(Path(args.index).resolve())
-    source_dir = str(Path(args.source).resolve())
+def build_deployments(
+    source_dir: str, index_uri: str, cron: str = DEFAULT_CRON, name: str = DEFAULT_NAME
+) -> tuple[RunnerDeployment, RunnerDeployment, RunnerDeployment]:
+    """The `ingest`, `query` and `audit` deployments named `name`: their parameters,
+    schedule, concurrency limit, description and tags. `prefect.yaml` declares the same for a
+    work pool (tests/test_work_pool.py checks that the two agree)."""
     reindex = ingest.to_deployment(
-        name=args.name,
-        cron=args.cron,
+        name=name,
+        cron=cron,
         parameters={"source_dir": source_dir, "index_uri": index_uri},
         concurrency_limit=ONE_AT_A_TIME,
-        description=f"Re-index {source_dir} into {index_uri} ({args.cron}), one run at a time.",
+        description=f"Re-index {source_dir} into {index_uri} ({cron}), one run at a time.",
         tags=["doc-indexer"],
     )
     search = query.to_deployment(
-        name=args.name,
+        name=name,
         parameters={"index_uri": index_uri},
         description=f"Search {index_uri}: the hits are the run's query-hits artifact.",
         tags=["doc-indexer"],
     )
     check = audit_index.to_deployment(
-        name=args.name,
+        name=name,
         parameters={"source_dir": source_dir, "index_uri": index_uri},
         description=f"Audit {index_uri} against {source_dir} (repair: set `repair`); the "
         "findings are the run's audit-report artifact.",
         tags=["doc-indexer"],
     )
+    # to_deployment returns a RunnerDeployment when called outside an event loop, as here.
+    return cast(
+        tuple[RunnerDeployment, RunnerDeployment, RunnerDeployment], (reindex, search, check)
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    # Absolute paths: runs execute in a subprocess and must not depend on its working directory.
+    index_uri = args.index if local_path(args.index) is None else str(Path(args.index).resolve())
+    source_dir = str(Path(args.source).resolve())
+    deployments = build_deployments(source_dir, index_uri, args.cron, args.name)
     stop = threading.Event()
     watching = (
         start_watching(source_dir, index_uri, args.watch_settings, stop) if args.watch else None
     )
     try:
-        # to_deployment returns a RunnerDeployment when called outside an event loop, as here.
-        serve(*(cast(RunnerDeployment, d) for d in (reindex, search, check)))
+        serve(*deployments)
     finally:
         stop.set()
         if watching is not None:
