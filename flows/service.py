@@ -238,7 +238,10 @@ def create_app(
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     if token is not None:
         app.add_middleware(BearerToken, token=token)  # outermost: before the body is read
-    app.add_route("/mcp", StreamableHTTPASGIApp(sessions), methods=["GET", "POST", "DELETE"])
+    # An ASGI app as the route's endpoint: Starlette runs an endpoint that is not a function
+    # as one (its annotation names request handlers only).
+    mcp_app: Any = StreamableHTTPASGIApp(sessions)
+    app.add_route("/mcp", mcp_app, methods=["GET", "POST", "DELETE"])
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
