@@ -4,9 +4,10 @@
                           [--port 8765] [--max-k N] [--search-timeout SECONDS] [...]
 
 GET /health, POST /search (a question and the command line's search options as JSON; the
-hits as the command line's --json prints them), GET /stats, and the MCP server of
-flows/mcp_server.py over Streamable HTTP at /mcp (stateless, JSON answers). What later
-ingest runs commit shows up within REFRESH.
+hits as the command line's --json prints them), GET /stats, the MCP server of
+flows/mcp_server.py over Streamable HTTP at /mcp (stateless, JSON answers), and the search
+page for people at / (flows/search_page.py; with a token, behind its login form's cookie).
+What later ingest runs commit shows up within REFRESH.
 
 The service trusts no request:
 - the cross-encoder is the one `--rerank PATH` named when the service started (loaded then);
@@ -51,6 +52,7 @@ from tasks.search.rerank import cross_encoder
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
+    from flows.search_page import PageSearch
     from tasks.search.searcher import Searcher
 
 # How stale the service's view of the dataset may be: checking for new versions on every
@@ -191,6 +193,20 @@ def mcp_server(searches: Searches) -> Server[Any]:
     return create_server(searches.searcher, search)
 
 
+def page_search(searches: Searches) -> PageSearch:
+    """The search page's search (flows/search_page.py): POST /search's, through `searches`,
+    a refusal as the page's Refused."""
+    from flows.search_page import Refused
+
+    async def search(request: SearchRequest) -> list[dict[str, Any]]:
+        try:
+            return await searches.run(request, list)
+        except ServiceError as exc:
+            raise Refused(exc.status, exc.message, exc.problems) from None
+
+    return search
+
+
 def create_app(
     searcher: Searcher,
     settings: ServiceSettings | None = None,
@@ -288,6 +304,9 @@ def create_app(
 
         return index_stats(searcher)
 
+    from flows.search_page import add_search_page
+
+    add_search_page(app, searcher, page_search(searches), token)  # the page for people at /
     return app
 
 
@@ -403,7 +422,8 @@ class BodyLimit:
 
 class BearerToken:
     """ASGI middleware: every request but those for OPEN_PATHS needs `Authorization: Bearer
-    <token>`, compared in constant time (hmac.compare_digest); 401 otherwise."""
+    <token>`, compared in constant time (hmac.compare_digest); 401 otherwise. The search
+    page's paths also take the cookie its login form sets, and answer the form otherwise."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app, self.token = app, token.encode()
@@ -412,9 +432,19 @@ class BearerToken:
         if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+        from flows.search_page import LOGIN_PATH, PAGE_PATHS, has_page_cookie, login_page
+
+        headers = dict(scope["headers"])
+        scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
         if scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token):
             await self.app(scope, receive, send)
+            return
+        if scope["type"] == "http" and scope["path"] in PAGE_PATHS:
+            # The search page's paths: the login form itself, or the cookie it sets; else the form.
+            if scope["path"] == LOGIN_PATH or has_page_cookie(headers, self.token.decode()):
+                await self.app(scope, receive, send)
+            else:
+                await login_page()(scope, receive, send)
             return
         log.warning("refused a request without the right token from %s", scope.get("client"))
         if scope["type"] == "websocket":
