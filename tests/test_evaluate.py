@@ -79,6 +79,7 @@ def test_evaluate_ingests_once_then_reuses_the_index(prefect_backend, benchmark,
         "cjk_vector_weight",
         "depth",
         "full_coverage",
+        "min_coverage",
     }
     tags = Dataset(uri).run_tags()
     assert main([*benchmark, "--index", uri, "--mode", "fts"]) == 0
