@@ -128,6 +128,8 @@ def test_artifact_errors_are_logged_as_warnings_and_never_raise(monkeypatch, cap
         progress.update(summary)
         publish_summary(summary, logger)
     assert progress.artifact_id is None
+    monkeypatch.setattr(report, "create_progress_artifact", not_called)
+    assert RunProgress(0, logger).artifact_id is None, "no file to index: no progress artifact"
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warned == [
         f"could not publish the {key} artifact: ConnectionError: the Prefect API is gone"

@@ -109,19 +109,22 @@ class RunProgress:
     """How many of a run's files to index are done, as a progress artifact and a terminal bar.
 
     A file is done when its batch is, whatever its outcome (indexed, empty or failed). The
-    terminal bar is drawn only inside the command line's `terminal_progress()`.
+    terminal bar is drawn only inside the command line's `terminal_progress()`. A run with
+    no file to index has no progress to show: no artifact (one API call less).
     """
 
     def __init__(self, total_files: int, logger: Logger) -> None:
         self.total_files = total_files
         self.logger = logger
-        self.artifact_id = publish_artifact(
-            logger,
-            create_progress_artifact,
-            key=PROGRESS_KEY,
-            progress=self.percent(0),
-            description=self.describe(0, 0),
-        )
+        self.artifact_id = None
+        if total_files:
+            self.artifact_id = publish_artifact(
+                logger,
+                create_progress_artifact,
+                key=PROGRESS_KEY,
+                progress=self.percent(0),
+                description=self.describe(0, 0),
+            )
         self.terminal = _TERMINAL.get()
         if self.terminal is not None:
             self.task_id = self.terminal.add_task("indexing", total=total_files, chunks=0)
