@@ -72,7 +72,12 @@ def run_command(
     chosen = resolve_auto_model(settings)  # once: the warm-up and the flow get its spec
     # Without a Prefect API a run that would change nothing is no flow run (nor is a question
     # without one): the temporary server that was starting meanwhile stops.
-    unchanged = unchanged_run(chosen) if server is not None else None
+    unchanged = None
+    if server is not None:
+        try:
+            unchanged = unchanged_run(chosen)
+        except Exception:  # noqa: BLE001 - the run meets the same problem and reports it
+            unchanged = None
     if unchanged is not None and server is not None:
         server.stop()
         print(unchanged.render())
