@@ -1,3 +1,4 @@
+# Over 300 lines: each MCP tool's arguments, result and errors are declared beside it.
 """The dataset as a Model Context Protocol server: what an LLM agent searches and reads.
 
 Tools (each with a JSON schema for its arguments and one for its structured result):
@@ -247,54 +248,68 @@ def output_schema(kind: Any) -> dict[str, Any]:
     return schema
 
 
+READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def read_only_tool(
+    name: str, title: str, description: str, request: type[BaseModel], result: dict[str, Any]
+) -> types.Tool:
+    """A tool that reads the dataset and nothing outside it: its arguments' schema from
+    `request`, its structured result's `result`."""
+    return types.Tool(
+        name=name,
+        title=title,
+        description=description,
+        input_schema=input_schema(request),
+        output_schema=result,
+        annotations=READ_ONLY,
+    )
+
+
 TOOLS = [
-    types.Tool(
-        name="search",
-        title="Search the documents",
-        description=(
+    read_only_tool(
+        "search",
+        "Search the documents",
+        (
             "Find the chunks of the indexed documents that answer a question, best first. "
             "Each hit carries its citation: source_path, title, section, page_number, "
             "char_start/char_end (its range in the document, for `read`) and score. "
             "`context` (neighbouring chunks) or `expand: section` add the text around each hit."
         ),
-        input_schema=input_schema(SearchRequest),
-        output_schema=output_schema(SearchResult),
-        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        SearchRequest,
+        output_schema(SearchResult),
     ),
-    types.Tool(
-        name="read",
-        title="Read a document",
-        description=(
+    read_only_tool(
+        "read",
+        "Read a document",
+        (
             "A document's text around a chunk (chunk_id from a hit) or from a character range "
             f"(doc_id, char_start, char_end), at most max_chars ({READ_LIMIT:,} or fewer) "
             "characters, with the chunks (sections, pages) it spans. Read on from char_end."
         ),
-        input_schema=input_schema(ReadRequest),
-        output_schema=output_schema(Passage),
-        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        ReadRequest,
+        output_schema(Passage),
     ),
-    types.Tool(
-        name="sources",
-        title="List the documents",
-        description=(
+    read_only_tool(
+        "sources",
+        "List the documents",
+        (
             "The documents of the index's ledger by doc_id: status (indexed, empty, failed), "
             "the reason and error of those that are not indexed, chunk count, modification "
             "time, title and metadata; a page at a time (offset, limit)."
         ),
-        input_schema=input_schema(SourcesRequest),
-        output_schema=SOURCES_SCHEMA,
-        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        SourcesRequest,
+        SOURCES_SCHEMA,
     ),
-    types.Tool(
-        name="stats",
-        title="Describe the index",
-        description=(
+    read_only_tool(
+        "stats",
+        "Describe the index",
+        (
             "What the index holds (chunks, documents by status, model, indexes, languages), "
             "its last ingest run and its failed files with their reasons."
         ),
-        input_schema=input_schema(StatsRequest),
-        output_schema=STATS_SCHEMA,
-        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        StatsRequest,
+        STATS_SCHEMA,
     ),
 ]
 

@@ -1,3 +1,4 @@
+# Over 300 lines: the query command's options, outputs and its three paths (service, here, flow).
 """Query: search the index for the chunks that answer a question.
 
     python -m flows.query "question" [--mode vector|fts|hybrid] [-k N] [filters]

@@ -1,3 +1,4 @@
+# Over 300 lines: the page's routes, form, highlighting and login, which share its templates.
 """The search page for people: server-rendered HTML at `/` of the service (flows/service.py).
 
     GET /            a search box, the mode and the common filters; with ?q=… the hits, their

@@ -1,3 +1,4 @@
+# Over 300 lines: the service's limits, token, middleware and endpoints around one app.
 """The search service: one open dataset and model, answering over HTTP.
 
     python -m flows.query --serve [--index URI] [--rerank PATH] [--host 127.0.0.1]

@@ -22,6 +22,15 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    """An environment with no Prefect settings and a home folder of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["HOME"] = str(tmp_path / "user-home")
+    monkeypatch.setattr(os, "environ", env)
+    return env
+
+
 @pytest.fixture(scope="session")
 def prefect_backend(tmp_path_factory):
     """Real Prefect engine against a temporary server, database and result storage."""

@@ -25,16 +25,6 @@ from tasks.core import prefect_compat
 
 from .conftest import ROOT
 
-
-@pytest.fixture
-def clean_env(monkeypatch, tmp_path):
-    """An environment with no Prefect settings and a home folder of its own."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["HOME"] = str(tmp_path / "user-home")
-    monkeypatch.setattr(os, "environ", env)
-    return env
-
-
 # --- The temporary API server -----------------------------------------------------------------
 
 

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from flows import prefect_settings
 from tasks.core import prefect_compat
 
@@ -31,15 +29,6 @@ def test_prefect_toml_tables_become_prefect_variable_names():
         "PREFECT_HOME": ".prefect",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": 120,
     }
-
-
-@pytest.fixture
-def clean_env(monkeypatch, tmp_path):
-    """An environment with no Prefect settings and a home folder of its own."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["HOME"] = str(tmp_path / "user-home")
-    monkeypatch.setattr(os, "environ", env)
-    return env
 
 
 def test_defaults_apply_where_the_user_has_set_nothing(clean_env, tmp_path):

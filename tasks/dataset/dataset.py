@@ -1,3 +1,4 @@
+# Over 300 lines: what keeps the two tables consistent is decided in one class.
 """One LanceDB dataset, opened once and handed down: `Dataset` holds the connection and both tables.
 
 What must stay consistent between the two tables is decided here; the work on each is done

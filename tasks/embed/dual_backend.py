@@ -1,3 +1,4 @@
+# Over 300 lines: the dual model's chunks, questions and cross-script re-scoring share weights.
 """Two models in one vector: an English model for Latin-script text beside a multilingual one.
 
 Spec "dual:<english spec>,<multilingual spec>"; the default for new datasets is

@@ -1,3 +1,4 @@
+# Over 300 lines: every check of the index against its folder, declared side by side.
 """Does the index match its folder, and is it whole? The checks behind `python -m flows.audit`.
 
 Three comparisons and two inspections, each problem a `Check` declared once below:

@@ -1,3 +1,4 @@
+# Over 300 lines: loads ahead, embeds in flight and ordered commits are one schedule.
 """The batch pipeline: loads run ahead, embeds stay in flight, writes happen in batch order.
 
 It knows nothing of Prefect. The ingest flow hands it `Stages` whose `load` and `embed`

@@ -1,3 +1,4 @@
+# Over 300 lines: one analyser for every script, the same at index and at query time.
 """Text analysis for full-text search: the terms a text is indexed and searched by.
 
 LanceDB's own FTS tokenizer splits at whitespace and punctuation only, so a run of Chinese

@@ -1,3 +1,4 @@
+# Over 300 lines: the recursive splitter and its token-window refit are one algorithm.
 """Split documents into chunks: recursive character splitting, section-aware, token-safe.
 
 Sizes are counted in Unicode characters. A piece of text longer than `chunk_size` is cut at
