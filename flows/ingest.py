@@ -72,17 +72,16 @@ def run_command(
     chosen = resolve_auto_model(settings)  # once: the warm-up and the flow get its spec
     # Without a Prefect API a run that would change nothing is no flow run (nor is a question
     # without one): the temporary server that was starting meanwhile stops.
-    unchanged = None
     if server is not None:
         try:
             unchanged = unchanged_run(chosen)
         except Exception:  # noqa: BLE001 - the run meets the same problem and reports it
             unchanged = None
-    if unchanged is not None and server is not None:
-        server.stop()
-        print(unchanged.render())
-        print("nothing changed: no flow run recorded (no Prefect API)", file=sys.stderr)
-        return 0
+        if unchanged is not None:
+            server.stop()
+            print(unchanged.render())
+            print("nothing changed: no flow run recorded (no Prefect API)", file=sys.stderr)
+            return 0
 
     from flows.ingest_flow import ingest
     from flows.runners import make_task_runner

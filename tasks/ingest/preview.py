@@ -31,10 +31,10 @@ def fingerprint(settings: IngestSettings) -> Fingerprint:
     return Fingerprint.of(model_info(settings.model), settings.narrow(SplitSettings))
 
 
-def plan_ahead(settings: IngestSettings) -> Plan | None:
-    """The plan the run will make, for a dataset that exists and was built as `settings`
-    ask; None for a new dataset, a rebuild, or another fingerprint (the run stops)."""
-    dataset = Dataset(settings.index_uri)
+def plan_ahead(settings: IngestSettings, dataset: Dataset) -> Plan | None:
+    """The plan the run will make of `dataset` (the one `settings` name), where it exists and
+    was built as `settings` ask; None for a new dataset, a rebuild, or another fingerprint
+    (the run stops)."""
     if settings.rebuild or not dataset.exists() or dataset.fingerprint != fingerprint(settings):
         return None
     retry = retried(settings.narrow(LoadSettings))
@@ -51,11 +51,9 @@ def unchanged_run(settings: IngestSettings) -> IngestSummary | None:
     """The summary of a run that would write nothing (nothing to index, remove or refresh,
     and the dataset finalized); None when the run has something to do."""
     started = time.perf_counter()
-    plan = plan_ahead(settings)
-    if plan is None or plan.changes:
-        return None
     dataset = Dataset(settings.index_uri)
-    if not dataset.is_finalized():
+    plan = plan_ahead(settings, dataset)
+    if plan is None or plan.changes or not dataset.is_finalized():
         return None
     summary = IngestSummary(index_uri=settings.index_uri)
     summary.max_tokens = model_info(settings.model).max_tokens

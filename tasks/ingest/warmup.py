@@ -36,7 +36,7 @@ def will_index(settings: IngestSettings) -> bool:
     dataset = Dataset(settings.index_uri)
     if settings.rebuild or not dataset.exists():
         return _holds_a_document(Path(settings.source_dir))
-    plan = plan_ahead(settings)
+    plan = plan_ahead(settings, dataset)
     return plan is not None and bool(plan.to_index)
 
 
