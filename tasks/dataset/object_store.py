@@ -67,13 +67,12 @@ def open_store(url: str) -> ObjectStore:
     A store that cannot be configured (an unknown option, a malformed URL) is a DatasetError
     naming the URL; one that cannot be reached fails on first use.
     """
+    from obstore.exceptions import BaseError
     from obstore.store import from_url  # here: commands that never touch a store skip it
 
     scheme = url.split("://", 1)[0].lower()
     config, client = obstore_options(scheme, storage_options())
     try:
         return from_url(url, config=config or None, client_options=client or None)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # obstore reports a bad option as a Rust panic, no Exception
+    except (BaseError, ValueError) as exc:  # an unknown option, a malformed URL
         raise DatasetError(f"cannot open the object store at {url}: {exc}") from None
