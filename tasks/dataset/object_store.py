@@ -10,7 +10,7 @@ keeps in a store (document sources, the cross-machine ingest lock): the standard
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tasks.dataset.location import DatasetError, local_path, storage_options
 
@@ -73,6 +73,9 @@ def open_store(url: str) -> ObjectStore:
     scheme = url.split("://", 1)[0].lower()
     config, client = obstore_options(scheme, storage_options())
     try:
-        return from_url(url, config=config or None, client_options=client or None)
+        # obstore's typed dicts list every key; these come from the user and are checked by it
+        return from_url(
+            url, config=cast(Any, config or None), client_options=cast(Any, client or None)
+        )
     except (BaseError, ValueError) as exc:  # an unknown option, a malformed URL
         raise DatasetError(f"cannot open the object store at {url}: {exc}") from None
