@@ -29,11 +29,14 @@ from prefect.states import Completed, Failed, State
 from flows.cli import exit_status
 from tasks.core.artifacts import publish_artifact
 from tasks.core.options import add_options, flow_parameters, option, parse_options
+from tasks.core.prefect_compat import prompt_heartbeats
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError, DatasetOption
 from tasks.ingest.audit import AuditReport, RepairPlan, audit, prepare_repair
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.summary import IngestSummary
+
+prompt_heartbeats()  # a flow run returns when its work is done, not up to 1 s later
 
 PROBLEMS_FOUND = 3  # the exit status of an audit that found problems
 

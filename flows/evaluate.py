@@ -30,11 +30,14 @@ from flows.cli import exit_status
 from flows.ingest import ingest
 from flows.query_flow import search_task
 from tasks.core.options import Settings, add_options, flow_parameters, option, parse_options
+from tasks.core.prefect_compat import prompt_heartbeats
 from tasks.dataset.dataset import Dataset
 from tasks.eval.metrics import read_qrels, score_run
 from tasks.search.params import MODES, Mode, SearchParams
 from tasks.search.queries import read_queries
 from tasks.search.searcher import Searcher
+
+prompt_heartbeats()  # a flow run returns when its work is done, not up to 1 s later
 
 
 class EvaluateRequest(Settings):

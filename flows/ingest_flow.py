@@ -20,6 +20,7 @@ from flows.gate import GateQuestions, check_gate
 from flows.runners import parallel_batches
 from tasks.core.memory import bound_native_memory
 from tasks.core.options import flow_parameters
+from tasks.core.prefect_compat import prompt_heartbeats
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import Fingerprint
 from tasks.embed.models import model_info
@@ -39,6 +40,8 @@ from tasks.ingest.steps import (
 )
 from tasks.ingest.summary import IngestSummary
 from tasks.text.split import SplitSettings
+
+prompt_heartbeats()  # a flow run returns when its work is done, not up to 1 s later
 
 gate_task = task(name="gate", cache_policy=NO_CACHE)(check_gate)
 

@@ -13,12 +13,15 @@ from prefect.runtime import deployment
 
 from tasks.core.artifacts import publish_artifact
 from tasks.core.options import flow_parameters
+from tasks.core.prefect_compat import prompt_heartbeats
 from tasks.dataset.dataset import Dataset
 from tasks.search.hits import Hit
 from tasks.search.params import SearchParams
 from tasks.search.request import QueryRequest
 from tasks.search.searcher import Searcher
 from tasks.search.snippet import snippet
+
+prompt_heartbeats()  # a flow run returns when its work is done, not up to 1 s later
 
 HITS_KEY = "query-hits"
 

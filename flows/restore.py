@@ -19,8 +19,11 @@ from prefect import flow, get_run_logger
 
 from flows.cli import exit_status
 from tasks.core.options import add_options, flow_parameters, parse_options, positional
+from tasks.core.prefect_compat import prompt_heartbeats
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError, DatasetOption
+
+prompt_heartbeats()  # a flow run returns when its work is done, not up to 1 s later
 
 
 class RestoreRequest(DatasetOption):

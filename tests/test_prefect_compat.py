@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+import logging
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -276,6 +278,72 @@ def test_a_flow_run_links_a_tasks_list_and_its_elements_until_unlinked():
     prefect_compat.unlink_results(result)  # outside a flow run: nothing to do
 
 
+# --- A flow run's heartbeats ------------------------------------------------------------------
+
+
+class BeatingEngine:
+    """What of a flow run engine the heartbeats read: its interval, the event's template, the
+    sending, the run's state and its logger."""
+
+    heartbeat_seconds: int | None = 60
+    flow_run = None
+    logger = logging.getLogger("test-heartbeats")
+
+    def __init__(self) -> None:
+        self.sent = threading.Event()
+        self.beats = 0
+
+    def _build_heartbeat_event_template(self) -> tuple[str, list[str]]:
+        return "resource", ["related"]
+
+    def _emit_flow_run_heartbeat(self, resource: str, related: list[str]) -> None:
+        assert (resource, related) == ("resource", ["related"])
+        self.beats += 1
+        self.sent.set()
+
+
+def test_prefects_engine_sends_heartbeats_as_the_replacement_expects():
+    """The sync engine enters `flow_engine._send_heartbeats(self)` by its module-level name
+    around a run, and the engine has what the replacement reads; fails when Prefect changes
+    either (then prompt_heartbeats changes with it)."""
+    from prefect import flow_engine
+
+    source = inspect.getsource(flow_engine.FlowRunEngine.run_context)
+    assert "with _send_heartbeats(self):" in source
+    original = inspect.signature(flow_engine._send_heartbeats)
+    assert list(original.parameters) == ["engine", "join_on_exit"]
+    engine = flow_engine.BaseFlowRunEngine
+    assert isinstance(inspect.getattr_static(engine, "heartbeat_seconds"), property)
+    assert list(inspect.signature(engine._emit_flow_run_heartbeat).parameters) == [
+        "self",
+        "resource",
+        "related",
+    ]
+    assert list(inspect.signature(engine._build_heartbeat_event_template).parameters) == ["self"]
+
+
+def test_the_heartbeats_thread_beats_at_the_start_and_ends_with_the_run():
+    from prefect import flow_engine
+
+    prefect_compat.prompt_heartbeats()
+    prefect_compat.prompt_heartbeats()  # once is enough; twice changes nothing
+    send = flow_engine._send_heartbeats
+    assert send.prompt  # type: ignore[attr-defined]
+    before = set(threading.enumerate())
+    engine = BeatingEngine()
+    with send(engine):
+        assert engine.sent.wait(30), "no heartbeat at the start of the run"
+        assert len(set(threading.enumerate()) - before) == 1  # the beating thread
+    # Joined on exit: it woke when the run ended (Prefect's slept on, up to a second, after
+    # the 2-s join below had to wait for it: with a 60-s interval it would still be asleep).
+    assert set(threading.enumerate()) - before == set()
+    assert engine.beats == 1
+    engine.heartbeat_seconds = None  # heartbeats off (flows.heartbeat_frequency unset)
+    with send(engine):
+        assert set(threading.enumerate()) - before == set()
+    assert engine.beats == 1
+
+
 def test_the_compat_module_imports_no_prefect():
     """flows/prefect_settings.py and flows/temporary_server.py use it before Prefect is imported."""
     probe = "import sys; import tasks.core.prefect_compat; print('prefect' in sys.modules)"
@@ -292,8 +360,13 @@ GUARDED_MODULES = (
     "prefect.settings.models",
     "prefect.utilities.engine",
 )
-GUARDED_NAMES = {"FlowRunContext", "refresh_global_settings_context", "PrefectConsoleHandler"}
-GUARDED_ATTRIBUTES = {"run_results"}
+GUARDED_NAMES = {
+    "FlowRunContext",
+    "refresh_global_settings_context",
+    "PrefectConsoleHandler",
+    "flow_engine",
+}
+GUARDED_ATTRIBUTES = {"run_results", "_send_heartbeats"}
 
 
 def internals_touched(path: Path) -> list[str]:

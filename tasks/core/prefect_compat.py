@@ -36,6 +36,12 @@ A flow run's context (tasks/ingest/steps.py):
   result and of each element of a returned list to its state, which Prefect keeps for the
   whole flow run; entries are popped to free them (see `unlink_results`).
 
+A flow run's heartbeats (every flow module, flows/*.py, at import):
+- `prompt_heartbeats()`: `prefect.flow_engine._send_heartbeats(engine, join_on_exit)`, the
+  context manager around a flow run whose daemon thread sends the run's heartbeats (through
+  the engine's `heartbeat_seconds`, `_build_heartbeat_event_template` and
+  `_emit_flow_run_heartbeat`), is replaced by one that wakes when the run ends.
+
 Logging (tasks/ingest/report.py):
 - `log_console()`: the `rich` Console kept as `.console` by Prefect's `PrefectConsoleHandler`
   on the root logger, which the progress bar shares.
@@ -46,12 +52,15 @@ settings' reading run before Prefect is imported.
 
 from __future__ import annotations
 
+import contextvars
 import importlib.util
 import logging
 import os
 import sys
+import threading
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +205,59 @@ def unlink_results(result: list[Any]) -> None:
     if context is not None:
         for item in (result, *result):
             context.run_results.pop(id(item), None)
+
+
+# --- A flow run's heartbeats -----------------------------------------------------------------
+
+
+def prompt_heartbeats() -> None:
+    """Let a flow run end as soon as its work does, heartbeats unchanged.
+
+    Prefect's sync engine sends a flow run's heartbeats (one at the start, then every
+    `flows.heartbeat_frequency` seconds, 180 by default) from a thread that sleeps in steps of
+    one second and joins it when the run ends: every run returned 0–1 s after its work, about
+    half a second on average, as much as a no-change ingest run's own work
+    (benchmarks/RESULTS.md, issue 39). The replacement sends the same heartbeats from the same
+    kind of thread, which waits on the run's end instead of sleeping, so the join returns at
+    once (or when a heartbeat being sent is out). Idempotent; call it after importing Prefect.
+    """
+    from prefect import flow_engine
+
+    if getattr(flow_engine._send_heartbeats, "prompt", False):
+        return
+
+    @contextmanager
+    def send_heartbeats(engine: Any, join_on_exit: bool = True) -> Iterator[None]:
+        seconds = engine.heartbeat_seconds
+        if seconds is None:
+            yield
+            return
+        resource, related = engine._build_heartbeat_event_template()
+        ended = threading.Event()
+
+        def beat() -> None:
+            while not ended.is_set():
+                state = engine.flow_run.state if engine.flow_run else None
+                if state is not None and state.is_final():
+                    return
+                try:
+                    engine._emit_flow_run_heartbeat(resource, related)
+                except Exception:  # noqa: BLE001 - a missed heartbeat never fails the run
+                    engine.logger.debug("Failed to emit heartbeat", exc_info=True)
+                ended.wait(seconds)
+
+        # The thread sees the run's settings (its API URL) as Prefect's own does.
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(beat,), daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            ended.set()
+            if join_on_exit:
+                thread.join(timeout=2)
+
+    send_heartbeats.prompt = True  # type: ignore[attr-defined]
+    flow_engine._send_heartbeats = send_heartbeats
 
 
 # --- Logging ----------------------------------------------------------------------------------
