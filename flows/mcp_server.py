@@ -20,9 +20,9 @@ An argument the tool cannot take, or a search the limits refuse, is a tool error
 saying what was wrong; any other failure is a tool error that points to the server's log
 (stderr), where its details go: a caller never sees a traceback or a server path.
 
-Who runs the searches is the caller's choice (`create_server`'s `search`): flows/service.py
-gives the service's own, with its limits, threads and time limit, over stdio
-(flows/mcp.py) as over HTTP (/mcp).
+Who runs the searches and the other tools' reading is the caller's choice (`create_server`'s
+`search` and `bounded`): flows/service.py gives the service's own, with its limits, threads
+and time limit, over stdio (flows/mcp.py) as over HTTP (/mcp).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import anyio.to_thread
 import mcp_types as types
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from tasks.search.searcher import Searcher
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 READ_DEFAULT = 4_000  # characters `read` gives unless asked for fewer or more
 READ_LIMIT = 20_000  # the most characters one `read` gives
@@ -67,6 +69,13 @@ class ToolProblem(Exception):
 
 
 SearchFunction = Callable[[SearchRequest], Awaitable[list[dict[str, Any]]]]
+
+
+class Bounded(Protocol):
+    """Runs a tool's blocking work (reading the dataset) off the event loop, within the
+    caller's time limit; a ToolProblem past it."""
+
+    def __call__(self, work: Callable[[], T], tool: str) -> Awaitable[T]: ...
 
 
 class ReadRequest(Settings):
@@ -351,9 +360,9 @@ def arguments(model: type[Any], given: dict[str, Any] | None) -> Any:
         raise ToolProblem(f"invalid arguments: {problems(exc)}") from None
 
 
-def create_server(searcher: Searcher, search: SearchFunction) -> Server[Any]:
+def create_server(searcher: Searcher, search: SearchFunction, bounded: Bounded) -> Server[Any]:
     """The MCP server over one open dataset; `search` runs a search request (and raises a
-    ToolProblem when it refuses one)."""
+    ToolProblem when it refuses one), `bounded` the other tools' reading of the dataset."""
 
     async def run_search(request: SearchRequest) -> dict[str, Any]:
         mode = await anyio.to_thread.run_sync(searcher.resolve_mode, request.mode)
@@ -364,13 +373,13 @@ def create_server(searcher: Searcher, search: SearchFunction) -> Server[Any]:
         if name == "search":
             return await run_search(arguments(SearchRequest, given))
         if name == "read":
-            return await anyio.to_thread.run_sync(read, searcher, arguments(ReadRequest, given))
+            return await bounded(partial(read, searcher, arguments(ReadRequest, given)), name)
         if name == "sources":
             request = arguments(SourcesRequest, given)
-            return await anyio.to_thread.run_sync(sources, searcher, request)
+            return await bounded(partial(sources, searcher, request), name)
         if name == "stats":
             arguments(StatsRequest, given)
-            return await anyio.to_thread.run_sync(stats, searcher)
+            return await bounded(partial(stats, searcher), name)
         raise ToolProblem(
             f"no tool named {name[:80]!r}: the tools are search, read, sources, stats"
         )

@@ -21,7 +21,11 @@ The service trusts no request:
 - with a token (`--token-file PATH` or the DOC_INDEXER_TOKEN environment variable, never a
   command-line value), every path but /health needs `Authorization: Bearer <token>` (401
   otherwise, compared in constant time); bound beyond loopback, it refuses to start without
-  one. MCP's search tool goes through the same limits, threads and time limit as POST /search.
+  one. MCP's search tool goes through the same limits, threads and time limit as POST /search,
+  its other tools through the same threads and time limit;
+- each client (its address) may make `--rate-limit` requests (every path but /health, the
+  MCP server's and the page's included); over it, 429 with Retry-After, before the token or
+  the body is read.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -40,6 +46,8 @@ from datetime import timedelta
 from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import field_validator
 
 from flows.service_client import TOKEN_ENV  # the token where no --token-file names one
 from tasks.core.options import Settings, option
@@ -51,6 +59,7 @@ from tasks.search.rerank import cross_encoder
 # The dataset, the searcher and the models (LanceDB, numpy, onnxruntime) are imported where
 # the service starts (`serve`): `flows.query --help` reads ServiceSettings from this module.
 if TYPE_CHECKING:
+    from limits import RateLimitItem
     from mcp.server.lowlevel import Server
 
     from flows.search_page import PageSearch
@@ -70,8 +79,14 @@ MAX_PROBLEMS = 10
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 # The shortest token taken: a typo'd or placeholder token refused rather than guessed.
 MIN_TOKEN_CHARS = 16
-# Paths answered without the token: a load balancer's or a client's liveness probe.
+# Paths answered without the token or the rate limit: a load balancer's or a client's
+# liveness probe.
 OPEN_PATHS = ("/health",)
+MCP_PATH = "/mcp"  # the MCP server over Streamable HTTP
+# The --rate-limit that switches the limit off.
+NO_RATE_LIMIT = "off"
+# The JSON-RPC error code of a refused MCP request (-32000 to -32099: the server's own).
+RATE_LIMITED = -32000
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +128,38 @@ class ServiceSettings(Settings):
         f"${TOKEN_ENV}; required beyond loopback)",
         metavar="PATH",
     )
+    rate_limit: str = option(
+        "30/second",
+        "requests one client (its address) may make, /health aside: N/second or N/minute, "
+        "several joined by ';' (e.g. 30/second;600/minute); more is answered 429 with "
+        f"Retry-After; {NO_RATE_LIMIT} for no limit",
+        metavar="RATE",
+    )
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _a_rate(cls, value: str) -> str:
+        rates(value)  # a ValueError that says what a rate looks like
+        return value
+
+
+def rates(rate_limit: str) -> list[RateLimitItem]:
+    """The limits of a --rate-limit (limits' notation: "30/second;600 per minute"); none for
+    NO_RATE_LIMIT. A ValueError for anything else."""
+    if rate_limit.strip().lower() == NO_RATE_LIMIT:
+        return []
+    from limits import parse_many
+
+    try:
+        found = parse_many(rate_limit)
+    except ValueError:
+        raise ValueError(
+            f"not a rate: give N/second, N/minute or N/hour (several joined by ';'), or "
+            f"{NO_RATE_LIMIT}"
+        ) from None
+    if any(rate.amount < 1 for rate in found):
+        raise ValueError(f"a rate allows at least 1 request (or give {NO_RATE_LIMIT})")
+    return found
 
 
 class ServiceError(Exception):
@@ -154,18 +201,13 @@ class Searches:
         def answer() -> T:
             return present(find(self.searcher, request.text, params))
 
-        running = asyncio.wrap_future(self.executor.submit(answer))
-        timeout = self.limits.search_timeout
         try:
-            return await asyncio.wait_for(running, timeout)
-        except TimeoutError:
-            log.warning("a search ran past %g s: %s", timeout, params.describe())
-            raise ServiceError(
-                503,
-                "timeout",
-                f"the search took longer than {timeout:g} s; ask for fewer "
-                "hits or candidates, or try again later",
-            ) from None
+            return await self.bounded(
+                answer,
+                f"a search ({params.describe()})",
+                "the search",
+                "ask for fewer hits or candidates, or ",
+            )
         except DatasetError as exc:
             log.warning("the dataset refused a search (%s): %s", params.describe(), exc)
             raise ServiceError(
@@ -175,23 +217,51 @@ class Searches:
                 "index that ingest builds); the service log says why",
             ) from None
 
+    async def bounded(
+        self, work: Callable[[], T], what: str, subject: str = "the request", advice: str = ""
+    ) -> T:
+        """`work` on one of the search threads, within the search time limit; past it a
+        ServiceError (503) that tells the caller `subject` took too long, with `advice`
+        before "try again later" (the log names `what`)."""
+        running = asyncio.wrap_future(self.executor.submit(work))
+        timeout = self.limits.search_timeout
+        try:
+            return await asyncio.wait_for(running, timeout)
+        except TimeoutError:
+            log.warning("%s ran past %g s", what, timeout)
+            raise ServiceError(
+                503,
+                "timeout",
+                f"{subject} took longer than {timeout:g} s; {advice}try again later",
+            ) from None
+
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 def mcp_server(searches: Searches) -> Server[Any]:
-    """The MCP server (flows/mcp_server.py) whose search tool runs through `searches`: the
-    service's limits and time limit, a refusal as a tool error with its message."""
+    """The MCP server (flows/mcp_server.py) whose search tool runs through `searches` (the
+    service's limits, threads and time limit) and whose other tools run on the same threads
+    within the same time limit; a refusal is a tool error with its message."""
     from flows.mcp_server import ToolProblem, create_server
+
+    def problem(exc: ServiceError) -> ToolProblem:
+        details = "; ".join(f"{p['field']}: {p['message']}" for p in exc.problems or [])
+        return ToolProblem(f"{exc.message} ({details})" if details else exc.message)
 
     async def search(request: SearchRequest) -> list[dict[str, Any]]:
         try:
             return await searches.run(request, list)
         except ServiceError as exc:
-            details = "; ".join(f"{p['field']}: {p['message']}" for p in exc.problems or [])
-            raise ToolProblem(f"{exc.message} ({details})" if details else exc.message) from None
+            raise problem(exc) from None
 
-    return create_server(searches.searcher, search)
+    async def bounded(work: Callable[[], T], tool: str) -> T:
+        try:
+            return await searches.bounded(work, f"MCP tool {tool}", f"the tool {tool}")
+        except ServiceError as exc:
+            raise problem(exc) from None
+
+    return create_server(searches.searcher, search, bounded)
 
 
 def page_search(searches: Searches) -> PageSearch:
@@ -254,11 +324,14 @@ def create_app(
     app = FastAPI(title="doc-indexer search", lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     if token is not None:
-        app.add_middleware(BearerToken, token=token)  # outermost: before the body is read
+        app.add_middleware(BearerToken, token=token)  # before the body is read
+    if allowed := rates(limits.rate_limit):
+        # Outermost: a flood is refused before its token is checked or its body read.
+        app.add_middleware(RateLimit, rates=allowed)
     # An ASGI app as the route's endpoint: Starlette runs an endpoint that is not a function
     # as one (its annotation names request handlers only).
     mcp_app: Any = StreamableHTTPASGIApp(sessions)
-    app.add_route("/mcp", mcp_app, methods=["GET", "POST", "DELETE"])
+    app.add_route(MCP_PATH, mcp_app, methods=["GET", "POST", "DELETE"])
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
@@ -419,6 +492,63 @@ class BodyLimit:
         error = ServiceError(413, "body_too_large", message)
         response = JSONResponse(error.body(), status_code=413, headers={"Connection": "close"})
         await response(scope, receive, send)
+
+
+class RateLimit:
+    """ASGI middleware: each client may make `rates` requests (a moving window each, the
+    `limits` library's, in memory) to every path but OPEN_PATHS; more are answered 429 with
+    Retry-After (whole seconds until the window has room) and a one-line JSON body, for /mcp
+    a JSON-RPC error that the MCP client hands its caller. Refused requests do not count.
+
+    The client is the request's address (behind a reverse proxy on this machine, the one its
+    X-Forwarded-For names: uvicorn's proxy headers). Not the token: all of a service's clients
+    share its one token, so one of them flooding would lock out the others."""
+
+    def __init__(self, app: ASGIApp, rates: list[RateLimitItem]) -> None:
+        from limits.storage import MemoryStorage
+        from limits.strategies import MovingWindowRateLimiter
+
+        self.app, self.rates = app, rates
+        self.limiter = MovingWindowRateLimiter(MemoryStorage())
+        self.refusing: set[str] = set()  # clients refused last time: logged once a flood
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        client = scope["client"][0] if scope.get("client") else "unknown"
+        # No await between the test and the hits: no other request of the client comes between.
+        over = [rate for rate in self.rates if not self.limiter.test(rate, client)]
+        if not over:
+            for rate in self.rates:
+                self.limiter.hit(rate, client)
+            self.refusing.discard(client)
+            await self.app(scope, receive, send)
+            return
+        reset = max(self.limiter.get_window_stats(rate, client).reset_time for rate in over)
+        wait = max(1, math.ceil(reset - time.time()))
+        if client not in self.refusing:
+            self.refusing.add(client)
+            log.warning("refusing requests from %s: over %s", client, over[0])
+        await self.too_many(over[0], wait, scope["path"])(scope, receive, send)
+
+    @staticmethod
+    def too_many(rate: RateLimitItem, wait: int, path: str) -> ASGIApp:
+        from fastapi.responses import JSONResponse
+
+        unit = rate.GRANULARITY.name
+        window = unit if rate.multiples == 1 else f"{rate.multiples} {unit}s"
+        message = (
+            f"too many requests from this client: at most {rate.amount} per {window}; "
+            f"try again in {wait} s"
+        )
+        headers = {"Retry-After": str(wait)}
+        if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+            error = {"code": RATE_LIMITED, "message": message}
+            body: dict[str, Any] = {"jsonrpc": "2.0", "id": None, "error": error}
+        else:
+            body = ServiceError(429, "too_many_requests", message).body()
+        return JSONResponse(body, status_code=429, headers=headers)
 
 
 class BearerToken:
