@@ -34,6 +34,7 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError, DatasetOption
 from tasks.ingest.audit import AuditReport, RepairPlan, audit, prepare_repair
 from tasks.ingest.discover import ScanSettings
+from tasks.ingest.object_sources import COPIES, resolve_source
 from tasks.ingest.summary import IngestSummary
 
 prompt_heartbeats()  # a flow run returns when its work is done, not up to 1 s later
@@ -48,7 +49,10 @@ class AuditRequest(ScanSettings, DatasetOption):
     """Which dataset, against which folder (the scan options as the ingest runs had them)."""
 
     source_dir: str | None = option(
-        None, "the folder the index follows (default: the one its ledger records)", flag="--source"
+        None,
+        "the folder or object-store prefix (s3://BUCKET/PREFIX) the index follows (default: the "
+        "one its ledger records)",
+        flag="--source",
     )
     repair: bool = option(False, "fix what the audit finds, then audit again")
     lock_timeout: float = option(
@@ -72,7 +76,7 @@ def audit_index(request: AuditRequest) -> State[Any]:
     data is the (last) AuditReport."""
     logger = get_run_logger()
     dataset = Dataset(request.index_uri)
-    source = request.source_dir or recorded_source(dataset)
+    source = resolve_source(request.source_dir) if request.source_dir else recorded_source(dataset)
     scan = request.narrow(ScanSettings)
     report = audit_task(dataset, source, scan)
     _publish(report, logger)
@@ -96,6 +100,7 @@ def audit_index(request: AuditRequest) -> State[Any]:
                 dataset.finalize(f"run-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}")
         report = audit_task(Dataset(request.index_uri), source, scan)
         _publish(report, logger)
+    COPIES.discard_all()  # the objects the audit downloaded to hash them
     if report.clean:
         return Completed(message="the index matches its folder", data=report)
     return Failed(message=f"{len(report.problems)} problem(s) found", data=report)

@@ -44,10 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def parse_command(argv: Sequence[str]) -> tuple[IngestSettings, RunnerSettings]:
     """The run's settings and task runner from the command line (argparse exits on errors)."""
     import argparse
-    from pathlib import Path
 
     from flows.runners import RunnerSettings
     from tasks.core.options import add_options, parse_options
+    from tasks.ingest.object_sources import resolve_source
     from tasks.ingest.settings import IngestSettings
 
     description = (__doc__ or "").split("\n")[0]
@@ -56,7 +56,7 @@ def parse_command(argv: Sequence[str]) -> tuple[IngestSettings, RunnerSettings]:
     add_options(parser.add_argument_group("task runner"), RunnerSettings)
     args = parser.parse_args(argv)
     settings = parse_options(parser, args, IngestSettings)
-    settings = settings.model_copy(update={"source_dir": str(Path(settings.source_dir).resolve())})
+    settings = settings.model_copy(update={"source_dir": resolve_source(settings.source_dir)})
     return settings, parse_options(parser, args, RunnerSettings)
 
 
@@ -66,9 +66,11 @@ def run_command(
     server: temporary_server.TemporaryServer | None,
 ) -> int:
     """One ingest run, on `server` where there is one; the exit status."""
+    from tasks.ingest.object_sources import check_source
     from tasks.ingest.preview import unchanged_run
     from tasks.ingest.settings import resolve_auto_model
 
+    check_source(settings.source_dir)  # an unreachable store: one line, before any flow run
     chosen = resolve_auto_model(settings)  # once: the warm-up and the flow get its spec
     # Without a Prefect API a run that would change nothing is no flow run (nor is a question
     # without one): the temporary server that was starting meanwhile stops.

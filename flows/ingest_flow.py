@@ -26,6 +26,7 @@ from tasks.dataset.schema import Fingerprint
 from tasks.embed.models import model_info
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.load import LoadSettings
+from tasks.ingest.object_sources import discard_copies
 from tasks.ingest.pipeline import BatchSettings, CommitSettings, file_batches, run_batches
 from tasks.ingest.preview import retried
 from tasks.ingest.report import RunProgress, publish_summary
@@ -49,7 +50,8 @@ gate_task = task(name="gate", cache_policy=NO_CACHE)(check_gate)
 @flow(name="ingest")
 @flow_parameters(IngestSettings)
 def ingest(settings: IngestSettings) -> State[Any]:
-    """Index new and changed documents under `source_dir`, drop vanished ones.
+    """Index new and changed documents under `source_dir` (a folder or an object-store
+    prefix), drop vanished ones.
 
     Runs on one dataset never overlap: a second run waits up to `lock_timeout` seconds. The
     run ends Completed even when some files failed (its message says how many); calling the
@@ -87,6 +89,7 @@ def ingest(settings: IngestSettings) -> State[Any]:
         ):
             summary.add_batch(outcome)
             progress.update(summary)
+        discard_copies((*plan.to_index, *plan.touched))  # objects downloaded to plan and load
 
         with summary.timed("write"):
             summary.chunks_deleted = delete_task(dataset, unwalked(list(plan.removed)))

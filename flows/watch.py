@@ -41,6 +41,7 @@ from flows.cli import exit_status
 from flows.temporary_server import TemporaryServer
 from tasks.core.options import add_options, parse_options
 from tasks.dataset.location import DatasetError
+from tasks.dataset.object_store import is_object_url
 from tasks.embed.models import get_embedder
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.settings import IngestSettings, resolve_auto_model
@@ -149,6 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_options(parser.add_argument_group("watch"), WatchSettings)
     parsed = parser.parse_args(args)
     settings = parse_options(parser, parsed, IngestSettings)
+    if is_object_url(settings.source_dir):  # no file events from a bucket
+        parser.error(
+            f"{settings.source_dir} is in an object store, which cannot be watched: run "
+            "`python -m flows.ingest` on a schedule instead (the `ingest` deployment's cron)"
+        )
     settings = settings.model_copy(update={"source_dir": str(Path(settings.source_dir).resolve())})
     watch = parse_options(parser, parsed, WatchSettings)
 

@@ -1,4 +1,5 @@
-"""Find the documents under a source folder and decide what a run has to do with them."""
+"""Find the documents under a source folder and decide what a run has to do with them (an
+object-store prefix: tasks/ingest/object_sources.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from tasks.core.formats import MIME_TYPES
 from tasks.core.options import Settings, option
 from tasks.core.reasons import Reason, Status
 from tasks.core.records import LedgerEntry, SourceFile
+from tasks.dataset.location import local_path
+from tasks.dataset.object_store import is_object_url
 
 # Names of files and folders that are never documents: hidden ones (.git/, .DS_Store),
 # Office lock files, editor backups and swap files.
@@ -130,9 +133,14 @@ def discover(
     hash, so the run tries to load it and records why it failed. Folders that cannot be listed
     are reported, so that nothing under them is taken as deleted. With `settings.paths`, only
     those files and folders are looked at, by the same rules as a whole scan: a path under an
-    excluded or symlinked folder finds nothing, nor does one that is gone.
+    excluded or symlinked folder finds nothing, nor does one that is gone. An object-store URL
+    is listed by tasks/ingest/object_sources.py, by the same rules.
     """
-    root = Path(root).resolve()
+    if is_object_url(str(root)):
+        from tasks.ingest.object_sources import discover_objects  # it builds on this module
+
+        return discover_objects(str(root), known, settings)
+    root = Path(local_path(str(root)) or root).resolve()
     if not root.is_dir():
         raise NotADirectoryError(f"source folder not found: {root}")
     known = known or {}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 from tasks.core import faults
 from tasks.core.options import Settings, option
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile
+from tasks.ingest.object_sources import load_objects, needs_copies
 from tasks.parse.document import ReadOptions, load_document
 from tasks.parse.worker import PARSERS
 
@@ -42,6 +44,9 @@ def load_batch(
     when, not what, a batch loads: no part of the step's cache key).
     """
     faults.maybe_fail("load")
+    if needs_copies(sources, settings.max_file_mb):  # objects in a store: read local copies
+        local = partial(load_batch, settings=settings, priority=priority)
+        return load_objects(sources, settings.max_file_mb, local)
     loaded: dict[str, Document] = {}
     to_parse: list[SourceFile] = []
     for source in sources:

@@ -14,7 +14,8 @@ from pydantic import field_validator
 
 from tasks.core.options import Settings, option, positional
 from tasks.dataset.dataset import Dataset
-from tasks.dataset.location import DatasetOption
+from tasks.dataset.location import DatasetOption, local_path
+from tasks.dataset.object_store import is_object_url
 from tasks.embed.models import DEFAULT_MODEL, known_specs, model_spec_for, parse_spec
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.load import LoadSettings
@@ -28,7 +29,9 @@ S = TypeVar("S", bound="RunSettings")
 class RunSettings(DatasetOption):
     """What to index, where to, with which model."""
 
-    source_dir: str = positional("folder of documents to index")
+    source_dir: str = positional(
+        "folder of documents to index, or an object-store prefix (s3://BUCKET/PREFIX, gs://, az://)"
+    )
     model: str = option(
         AUTO_MODEL,
         f"embedding model: auto (the model the dataset was built with; {DEFAULT_MODEL} for a "
@@ -49,9 +52,14 @@ class RunSettings(DatasetOption):
     @field_validator("source_dir")
     @classmethod
     def _is_a_folder(cls, value: str) -> str:
-        if not Path(value).is_dir():
+        """A local folder that exists (a `file://` URI becomes its path), or an object URL:
+        whether that can be listed is the run's first step (no request while validating)."""
+        if is_object_url(value):
+            return value.rstrip("/")
+        folder = local_path(value) or Path(value)
+        if not folder.is_dir():
             raise ValueError(f"source folder not found: {value}")
-        return value
+        return str(folder)
 
 
 class GateSettings(Settings):

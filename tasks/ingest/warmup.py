@@ -20,7 +20,9 @@ from pathlib import Path
 
 from tasks.core.formats import MIME_TYPES
 from tasks.dataset.dataset import Dataset
+from tasks.dataset.object_store import is_object_url
 from tasks.embed.models import get_embedder, model_info
+from tasks.ingest.object_sources import holds_a_document
 from tasks.ingest.preview import plan_ahead
 from tasks.ingest.settings import IngestSettings
 from tasks.parse.worker import PARSERS
@@ -35,6 +37,8 @@ def will_index(settings: IngestSettings) -> bool:
     fingerprint asks for --rebuild)."""
     dataset = Dataset(settings.index_uri)
     if settings.rebuild or not dataset.exists():
+        if is_object_url(settings.source_dir):
+            return holds_a_document(settings.source_dir)
         return _holds_a_document(Path(settings.source_dir))
     plan = plan_ahead(settings, dataset)
     return plan is not None and bool(plan.to_index)

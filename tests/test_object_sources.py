@@ -1,0 +1,214 @@
+"""Documents in an object store: an `s3://` source on moto's S3 server, through the real Prefect
+engine and real LanceDB (the hash model: the model is not the point here).
+
+The server counts the GET requests for each object, so the tests see what was read: an
+unchanged object never, a changed one once (downloaded, hashed and loaded from one copy).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import make_server
+
+from flows import ingest as ingest_cli
+from flows import watch as watch_cli
+from flows.ingest import ingest
+from tasks.core.reasons import Reason
+from tasks.dataset.location import STORAGE_OPTIONS_ENV, connect
+from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
+from tasks.ingest.object_sources import COPIES, resolve_source
+
+BUCKET = "doc-sources"
+REGION = "us-east-1"
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+PDF_TEXT = b"%PDF-1.4 truncated: no objects, no trailer"
+
+
+class CountingMotoServer(ThreadedMotoServer):
+    """moto's S3 server on a free local port, counting GET requests by object path."""
+
+    def __init__(self) -> None:
+        super().__init__(ip_address="127.0.0.1", port=0, verbose=False)
+        self.gets: Counter[str] = Counter()
+
+    def _server_entry(self) -> None:  # moto's own, with the app wrapped
+        app = DomainDispatcherApplication(create_backend_app)
+
+        def counting(environ: dict[str, Any], start_response: Any) -> Any:
+            path = environ.get("PATH_INFO", "")
+            if environ["REQUEST_METHOD"] == "GET" and path.count("/") >= 2:  # /bucket/key
+                self.gets[path.split("/", 2)[2]] += 1
+            return app(environ, start_response)
+
+        self._server = make_server(
+            self._ip_address, self._port, counting, True, request_handler=MotoRequestHandler
+        )
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[tuple[Any, CountingMotoServer]]:
+    """The server with one bucket, its options in DOC_INDEXER_STORAGE_OPTIONS; a boto3 client."""
+    werkzeug = logging.getLogger("werkzeug")
+    level = werkzeug.level
+    werkzeug.setLevel(logging.WARNING)
+    server = CountingMotoServer()
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION, **CREDENTIALS)
+    client.create_bucket(Bucket=BUCKET)
+    options = {"endpoint": endpoint, "allow_http": True, "region": REGION, **CREDENTIALS}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STORAGE_OPTIONS_ENV, json.dumps(options))
+        yield client, server
+    server.stop()
+    werkzeug.setLevel(level)
+
+
+def _put(client: Any, key: str, body: bytes, **extra: Any) -> None:
+    client.put_object(Bucket=BUCKET, Key=key, Body=body, **extra)
+
+
+def _ledger(uri: str) -> dict[str, dict[str, Any]]:
+    rows = connect(uri).open_table(DOCUMENTS_TABLE).to_arrow().to_pylist()
+    return {row["doc_id"]: row for row in rows}
+
+
+def _texts(uri: str) -> dict[str, str]:
+    rows = connect(uri).open_table(CHUNKS_TABLE).to_arrow().to_pylist()
+    return {row["doc_id"]: row["text"] for row in rows}
+
+
+def _copies_left() -> list[str]:
+    return [path.name for path in COPIES.folder().iterdir()]
+
+
+@pytest.mark.integration
+def test_an_s3_prefix_is_indexed_and_kept_in_step_reading_only_what_changed(
+    store, prefect_backend, tmp_path
+):
+    client, server = store
+    _put(client, "docs/birds.md", b"# Birds\n\nPuffins nest on cliffs.\n")
+    _put(client, "docs/trees/oaks.txt", b"Oaks drop acorns in autumn.\n")
+    _put(client, "docs/trees/elms.md", b"# Elms\n\nElms line old avenues.\n")
+    _put(client, "docs-other/far.md", b"# Far\n\nNot under the prefix.\n")
+    source, uri = f"s3://{BUCKET}/docs/", str(tmp_path / "index")
+    server.gets.clear()
+
+    first = ingest(source_dir=source, index_uri=uri, model="hash")
+    assert (first.files_seen, first.indexed, first.failed) == (3, 3, [])
+    assert _texts(uri) == {
+        "birds.md": "Birds\n\nPuffins nest on cliffs.",
+        "trees/oaks.txt": "Oaks drop acorns in autumn.",
+        "trees/elms.md": "Elms\n\nElms line old avenues.",
+    }
+    ledger = _ledger(uri)
+    assert ledger["trees/oaks.txt"]["source_path"] == f"s3://{BUCKET}/docs/trees/oaks.txt"
+    # Each object read once: downloaded and hashed while planning, loaded from that copy.
+    assert server.gets == Counter(
+        {"docs/birds.md": 1, "docs/trees/oaks.txt": 1, "docs/trees/elms.md": 1}
+    )
+    assert _copies_left() == [], "the run's copies are deleted when it ends"
+
+    server.gets.clear()
+    again = ingest(source_dir=source, index_uri=uri, model="hash")
+    assert (again.unchanged, again.indexed, again.removed) == (3, 0, 0)
+    assert server.gets == Counter(), "a no-change run reads no object body"
+
+    _put(client, "docs/birds.md", b"# Birds\n\nGannets dive for fish.\n")
+    client.delete_object(Bucket=BUCKET, Key="docs/trees/oaks.txt")
+    server.gets.clear()
+    changed = ingest(source_dir=source, index_uri=uri, model="hash")
+    assert (changed.indexed, changed.unchanged, changed.removed) == (1, 1, 1)
+    assert server.gets == Counter({"docs/birds.md": 1})
+    assert _texts(uri) == {
+        "birds.md": "Birds\n\nGannets dive for fish.",
+        "trees/elms.md": "Elms\n\nElms line old avenues.",
+    }
+    assert set(_ledger(uri)) == {"birds.md", "trees/elms.md"}
+    assert _copies_left() == []
+
+
+@pytest.mark.integration
+def test_rules_apply_and_every_bad_object_is_recorded_with_its_reason(
+    store, prefect_backend, tmp_path
+):
+    client, server = store
+    _put(client, "mixed/good.md", b"# Good\n\nA readable note.\n")
+    _put(client, "mixed/broken.pdf", PDF_TEXT)
+    _put(client, "mixed/frozen.md", b"# Frozen\n\nIn the archive tier.\n", StorageClass="GLACIER")
+    _put(client, "mixed/.hidden.md", b"# Hidden\n")
+    _put(client, "mixed/drafts/wip.md", b"# Draft\n")
+    _put(client, "mixed/notes/keep.md", b"# Kept\n\nNotes stay.\n")
+    _put(client, "mixed/notes/skip.html", b"<p>not included</p>")
+    _put(client, "mixed/data.bin", b"\x00\x01")
+    uri = str(tmp_path / "index")
+    settings = {"exclude": ["drafts"], "include": ["*.md", "*.pdf"]}
+
+    summary = ingest(source_dir=f"s3://{BUCKET}/mixed", index_uri=uri, model="hash", **settings)
+    ledger = _ledger(uri)
+    assert set(ledger) == {"good.md", "broken.pdf", "frozen.md", "notes/keep.md"}
+    assert summary.indexed == 2
+    reasons = {problem.doc_id: problem.reason for problem in summary.failed}
+    assert reasons == {"broken.pdf": Reason.DAMAGED_PDF, "frozen.md": Reason.UNREADABLE}
+    assert ledger["frozen.md"]["reason"] == "unreadable"
+    assert "InvalidObjectState" in ledger["frozen.md"]["error"]
+    assert _copies_left() == []
+
+
+@pytest.mark.integration
+def test_an_unreachable_store_is_one_line_naming_the_url(store, prefect_backend, tmp_path, capsys):
+    args = ["--index", str(tmp_path / "index"), "--model", "hash"]
+    assert ingest_cli.main(["s3://no-such-bucket/docs", *args]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: cannot list the documents at s3://no-such-bucket/docs: ")
+    assert err.endswith("NoSuchBucket") and "\n" not in err
+
+
+def test_object_urls_are_taken_as_they_are_and_cannot_be_watched(tmp_path, capsys):
+    assert resolve_source("s3://b/docs/") == "s3://b/docs"
+    assert resolve_source(f"file://{tmp_path}") == str(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        watch_cli.main(["s3://b/docs", "--index", str(tmp_path / "index")])
+    assert stop.value.code == 2
+    assert "cannot be watched" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_dask_workers_read_their_objects_from_the_store(store, prefect_backend, tmp_path):
+    """Workers in other processes have none of the planner's copies: each loads its batch's
+    objects itself, so every object is read twice (the plan's hash, the worker's load)."""
+    from distributed import LocalCluster
+
+    from flows.runners import RunnerSettings, make_task_runner
+
+    client, server = store
+    for name in ("one", "two", "three"):
+        _put(client, f"remote/{name}.md", f"# {name}\n\nThe {name} note.\n".encode())
+    uri = str(tmp_path / "index")
+    server.gets.clear()
+    with LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+    ) as cluster:
+        runner = RunnerSettings(task_runner="dask", dask_address=cluster.scheduler_address)
+        summary = ingest.with_options(task_runner=make_task_runner(runner))(
+            source_dir=f"s3://{BUCKET}/remote", index_uri=uri, model="hash", batch_size=1
+        )
+    assert (summary.indexed, summary.failed) == (3, [])
+    assert _texts(uri)["two.md"] == "two\n\nThe two note."
+    assert server.gets == Counter({f"remote/{n}.md": 2 for n in ("one", "two", "three")})
