@@ -203,7 +203,7 @@ def test_dask_workers_read_their_objects_from_the_store(store, prefect_backend, 
     uri = str(tmp_path / "index")
     server.gets.clear()
     with LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        n_workers=1, processes=True, threads_per_worker=1, dashboard_address=None
     ) as cluster:
         runner = RunnerSettings(task_runner="dask", dask_address=cluster.scheduler_address)
         summary = ingest.with_options(task_runner=make_task_runner(runner))(

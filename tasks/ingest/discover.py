@@ -1,5 +1,4 @@
-"""Find the documents under a source folder and decide what a run has to do with them (an
-object-store prefix: tasks/ingest/object_sources.py)."""
+"""Find the documents under a source folder and decide what a run has to do with them."""
 
 from __future__ import annotations
 
@@ -19,8 +18,8 @@ from tasks.core.formats import MIME_TYPES
 from tasks.core.options import Settings, option
 from tasks.core.reasons import Reason, Status
 from tasks.core.records import LedgerEntry, SourceFile
-from tasks.dataset.location import local_path
 from tasks.dataset.object_store import is_object_url
+from tasks.ingest.object_sources import list_objects
 
 # Names of files and folders that are never documents: hidden ones (.git/, .DS_Store),
 # Office lock files, editor backups and swap files.
@@ -134,17 +133,16 @@ def discover(
     are reported, so that nothing under them is taken as deleted. With `settings.paths`, only
     those files and folders are looked at, by the same rules as a whole scan: a path under an
     excluded or symlinked folder finds nothing, nor does one that is gone. An object-store URL
-    is listed by tasks/ingest/object_sources.py, by the same rules.
+    is listed by the same rules (tasks/ingest/object_sources.py).
     """
-    if is_object_url(str(root)):
-        from tasks.ingest.object_sources import discover_objects  # it builds on this module
-
-        return discover_objects(str(root), known, settings)
-    root = Path(local_path(str(root)) or root).resolve()
-    if not root.is_dir():
-        raise NotADirectoryError(f"source folder not found: {root}")
     known = known or {}
     settings = settings or ScanSettings()
+    scope = None if settings.paths is None else outermost(settings.paths)
+    if is_object_url(str(root)):
+        return Scan(list_objects(str(root), known, scope, settings), (), scope)
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise NotADirectoryError(f"source folder not found: {root}")
     unreadable: list[str] = []
 
     def on_error(error: OSError) -> None:
@@ -206,7 +204,6 @@ def discover(
             return ()  # a symlinked folder: never entered
         return (source_file(str(root / relative), relative, parts[-1]),)
 
-    scope = None if settings.paths is None else outermost(settings.paths)
     tops = ("",) if scope is None else scope
     found = [source for top in tops for source in look_at(top) if source is not None]
     return Scan(tuple(sorted(found, key=lambda f: f.doc_id)), tuple(sorted(unreadable)), scope)

@@ -28,14 +28,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tasks.core.formats import MIME_TYPES
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, LedgerEntry, SourceFile
 from tasks.dataset.location import DatasetError, local_path
 from tasks.dataset.object_store import is_object_url, open_store
-from tasks.ingest.discover import Scan, ScanSettings, outermost
 
 if TYPE_CHECKING:
     from obstore import ObjectMeta
@@ -190,13 +189,23 @@ def discard_copies(files: Iterable[SourceFile]) -> None:
     COPIES.discard(source.content_hash for source in files if is_object_url(source.path))
 
 
-def discover_objects(
+class ScanRules(Protocol):
+    """Which objects a scan takes (tasks/ingest/discover.py's ScanSettings)."""
+
+    def excluded(self, name: str) -> bool: ...
+
+    def included(self, doc_id: str) -> bool: ...
+
+
+def list_objects(
     url: str,
-    known: Mapping[str, LedgerEntry] | None = None,
-    settings: ScanSettings | None = None,
-) -> Scan:
-    """Every supported object under `url` that the settings select, hashed, by doc_id: the
-    object-store side of tasks/ingest/discover.py's `discover`, by the same rules.
+    known: Mapping[str, LedgerEntry],
+    scope: Sequence[str] | None,
+    rules: ScanRules,
+) -> tuple[SourceFile, ...]:
+    """Every supported object under `url` that the rules select, hashed, sorted by doc_id: the
+    object-store side of tasks/ingest/discover.py's `discover` (which gives its ScanSettings
+    as the `rules`, and the `scope` of paths to look at; None: all).
 
     An object whose size and last-modified time match its ledger entry keeps the recorded hash
     unread; the others are downloaded (FETCHERS at once) and hashed. One that cannot be read
@@ -207,19 +216,16 @@ def discover_objects(
     import obstore
 
     url = url.rstrip("/")
-    known = known or {}
-    settings = settings or ScanSettings()
     store = open_store(url)
     found: dict[str, SourceFile] = {}
     to_hash: list[tuple[str, ObjectMeta]] = []
 
     def take(meta: ObjectMeta) -> None:
         doc_id = meta["path"]
-        parts = doc_id.split("/")
         mime = _mime(doc_id)
-        if mime is None or doc_id in found or any(settings.excluded(p) for p in parts):
+        if mime is None or doc_id in found or any(rules.excluded(p) for p in doc_id.split("/")):
             return
-        if not settings.included(doc_id):
+        if not rules.included(doc_id):
             return
         entry = known.get(doc_id)
         size, mtime_us = meta["size"], _mtime_us(meta)
@@ -229,7 +235,6 @@ def discover_objects(
         if not unchanged:
             to_hash.append((doc_id, meta))
 
-    scope = None if settings.paths is None else outermost(settings.paths)
     try:
         for top in ("",) if scope is None else scope:
             if top:  # a path given: the object of that name, and those under it as a folder
@@ -240,8 +245,6 @@ def discover_objects(
             for page in obstore.list(store, prefix=top or None, chunk_size=LIST_PAGE):
                 for meta in page:
                     take(meta)
-    except DatasetError:
-        raise
     except Exception as exc:  # noqa: BLE001 - any failure to list is the store's
         raise DatasetError(f"cannot list the documents at {url}: {error_line(exc)}") from None
 
@@ -260,7 +263,7 @@ def discover_objects(
                 del found[doc_id]
             else:
                 found[doc_id] = replace(found[doc_id], content_hash=content_hash)
-    return Scan(tuple(found[doc_id] for doc_id in sorted(found)), (), scope)
+    return tuple(found[doc_id] for doc_id in sorted(found))
 
 
 def needs_copies(sources: Sequence[SourceFile], max_file_mb: float) -> bool:
