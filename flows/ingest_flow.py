@@ -35,7 +35,6 @@ from tasks.ingest.steps import (
     TaskStages,
     delete_task,
     finalize_task,
-    first_forward_pass,
     plan_task,
     unwalked,
 )
@@ -108,7 +107,7 @@ def ingest(settings: IngestSettings) -> State[Any]:
                     summary.gate.restored = True
 
     summary.seconds = time.perf_counter() - started
-    summary.first_forward_pass = first_forward_pass()
+    summary.first_forward_pass = stages.clock.first_forward_pass()
     logger.info("ingest finished in %.1f s: %s", summary.seconds, summary.counts_line())
     publish_summary(summary, logger)
     if summary.gate is not None and summary.gate.failed:

@@ -42,12 +42,12 @@ from flows.temporary_server import TemporaryServer
 from tasks.core.options import add_options, parse_options
 from tasks.dataset.location import DatasetError
 from tasks.dataset.object_store import is_object_url
-from tasks.embed.models import get_embedder
+from tasks.embed.models import get_embedder, model_info
 from tasks.ingest.discover import ScanSettings
+from tasks.ingest.load import process_parsers
 from tasks.ingest.settings import IngestSettings, resolve_auto_model
 from tasks.ingest.summary import IngestSummary
 from tasks.ingest.watch import ChangeQueue, FolderWatcher, WatchError, WatchSettings, keep_live
-from tasks.parse.worker import PARSERS
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def keep_warm(settings: IngestSettings) -> threading.Thread:
     def warm() -> None:
         try:
             get_embedder(settings.model)
-            PARSERS.start()
+            process_parsers(model_info(settings.model).busy_cores).start()  # the runs' loads
         except Exception:  # noqa: BLE001 - the run meets the same error and reports it
             log.debug("warm-up failed", exc_info=True)
 

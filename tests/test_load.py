@@ -209,17 +209,15 @@ def test_parsers_get_every_core_beside_a_model_that_leaves_them_idle(monkeypatch
     cores = usable_cores()
     assert not model_info("hash:8").busy_cores
     assert model_info("onnx-int8-token:all-MiniLM-L6-v2").busy_cores
-    pool = ParserPool()
-    pool.serve_model(busy_cores=False)
+    pool = ParserPool(model_busy_cores=False)
     assert len(pool.workers()) == cores, "the hash embedder leaves the cores to the parsers"
-    pool.serve_model(busy_cores=True)
+    monkeypatch.setenv(WORKERS_ENV, "3")
     assert len(pool.workers()) == cores, "made once: a later call changes nothing"
-    beside_a_model = ParserPool()
-    beside_a_model.serve_model(busy_cores=True)
+    monkeypatch.delenv(WORKERS_ENV)
+    beside_a_model = ParserPool(model_busy_cores=True)
     assert len(beside_a_model.workers()) == max(1, cores // 2)
     monkeypatch.setenv(WORKERS_ENV, "3")
-    configured = ParserPool()
-    configured.serve_model(busy_cores=False)
+    configured = ParserPool(model_busy_cores=False)
     assert len(configured.workers()) == 3, "the environment variable wins"
 
 

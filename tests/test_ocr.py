@@ -16,6 +16,7 @@ from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.ingest.discover import Scan, discover, plan_changes
 from tasks.parse import ocr
 from tasks.parse.document import ReadOptions, load_document
+from tasks.parse.readers.pdf import PdfOptions
 
 from .commands import run_module
 from .conftest import shared_path
@@ -105,7 +106,7 @@ def test_only_pages_without_text_need_ocr():
 
 
 def test_with_ocr_off_a_scan_ends_ocr_off_and_a_mixed_pdf_keeps_its_text_pages(tmp_path):
-    off = ReadOptions(ocr="off")
+    off = ReadOptions({"pdf": PdfOptions(ocr="off")})
     scan = load_document(_pdf(tmp_path, "scan.pdf", scanned_page(R_FAQ, 8, dpi=72)), off)
     assert (scan.status, scan.reason) == (Status.EMPTY, Reason.OCR_OFF)
     mixed_pdf = with_scan_between(R_FAQ, 10, scanned_page(R_FAQ, 8, dpi=72), 11)
@@ -118,7 +119,7 @@ def test_ocr_past_its_time_budget_indexes_the_text_pages_and_names_the_rest(tmp_
     mixed = with_scan_between(R_FAQ, 10, scanned_page(R_FAQ, 8, dpi=72), 11)
     result = ocr.ocr_pdf(mixed, skip={1, 3}, deadline=time.monotonic() - 1)
     assert (result.pages, result.skipped) == ((), (2,))
-    budget = ReadOptions(ocr="auto", ocr_budget=1e-9)
+    budget = ReadOptions({"pdf": PdfOptions(ocr="auto", ocr_budget=1e-9)})
     doc = load_document(_pdf(tmp_path, "mixed.pdf", mixed), budget)
     assert doc.status == Status.INDEXED and doc.ocr_pages == ()
     assert doc.message.endswith("pages not read: 2")

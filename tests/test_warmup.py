@@ -50,3 +50,34 @@ def test_only_a_run_that_will_index_files_warms_up(tmp_path):
 
     (tmp_path / "docs" / "a.md").write_text("# A\n\nOther words.\n")
     assert will_index(settings), "a changed file"
+
+
+def test_the_warm_up_and_the_run_share_one_parser_pool_made_for_the_first_callers_model(
+    monkeypatch,
+):
+    """The pool is made once per process, by whoever readies a run first (the warm-up, the
+    watcher or TaskStages), for that run's model; the run's loads use the same pool."""
+    from tasks.core.cores import usable_cores
+    from tasks.ingest import load
+    from tasks.parse.worker import WORKERS_ENV
+
+    monkeypatch.delenv(WORKERS_ENV, raising=False)
+    monkeypatch.setattr(load, "_POOL", [])  # this test's process has made none yet
+    first = load.process_parsers(model_info("hash:8").busy_cores)
+    assert load.process_parsers(model_busy_cores=True) is first, "the later caller's model"
+    assert load.process_parsers() is first, "what a load task finds"
+    assert len(first.workers()) == usable_cores(), "sized for the first caller's model"
+
+
+def test_the_first_pass_clock_marks_the_first_embed_with_texts_only():
+    from tasks.ingest.steps import FirstPassClock, embed_texts
+
+    clock = FirstPassClock()
+    embed_texts([], "hash:8", clock)
+    assert clock.first_forward_pass() is None, "nothing to embed: no forward pass"
+    embed_texts(["some words"], "hash:8", clock)
+    first = clock.first_forward_pass()
+    assert first is not None and first > 0, "seconds after this process started"
+    embed_texts(["more words"], "hash:8", clock)
+    assert clock.first_forward_pass() == first, "only the first pass counts"
+    assert FirstPassClock().first_forward_pass() is None, "each run holds its own"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 from typing import Literal
 
@@ -11,7 +12,8 @@ from tasks.core.reasons import Reason
 from tasks.core.records import Document, SourceFile
 from tasks.ingest.object_sources import load_objects, needs_copies
 from tasks.parse.document import ReadOptions, load_document
-from tasks.parse.worker import PARSERS
+from tasks.parse.readers.pdf import PdfOptions
+from tasks.parse.worker import ParserPool
 
 # Share of --parse-timeout after which OCR starts no further page of a file, so that the page
 # in progress can finish and the file is indexed with the pages read so far.
@@ -30,22 +32,47 @@ class LoadSettings(Settings):
     )
 
     def read_options(self) -> ReadOptions:
-        return ReadOptions(self.ocr, OCR_SHARE_OF_TIMEOUT * self.parse_timeout)
+        """The options in the readers' terms: each format's own (only PDFs have any)."""
+        pdf = PdfOptions(self.ocr, OCR_SHARE_OF_TIMEOUT * self.parse_timeout)
+        return ReadOptions({"pdf": pdf})
+
+
+_POOL: list[ParserPool] = []  # this process's pool, once made
+_POOL_LOCK = threading.Lock()
+
+
+def process_parsers(model_busy_cores: bool = True) -> ParserPool:
+    """The parser processes that this process's loads share, made by the first call, sized
+    for the model they run beside (`ModelInfo.busy_cores`; a later call gets the same pool).
+
+    One pool per process, as one model per process (tasks/embed/models.py, `get_embedder`):
+    Prefect runs each load as a task, in a thread of this process or in a Dask worker, and
+    hands it only plain data, so the load step finds its process's pool here. Whoever makes
+    a run ready calls this first with the run's model: the warm-up (tasks/ingest/warmup.py)
+    and the watcher (flows/watch.py) to start its first worker early, `TaskStages`
+    (tasks/ingest/steps.py) before its first load."""
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ParserPool(model_busy_cores=model_busy_cores))
+        return _POOL[0]
 
 
 def load_batch(
-    sources: list[SourceFile], settings: LoadSettings, priority: int = 0
+    sources: list[SourceFile],
+    settings: LoadSettings,
+    priority: int = 0,
+    parsers: ParserPool | None = None,
 ) -> list[Document]:
     """Load a batch of files; failures are recorded per document, never raised.
 
-    Files over the size limit are not read. With a parse timeout, each file is parsed in the
-    parser processes (tasks/parse/worker.py), in parallel; one that overruns it is
-    replaced. Batches loading at once get the parsers lowest `priority` first (it changes
-    when, not what, a batch loads: no part of the step's cache key).
+    Files over the size limit are not read. With a parse timeout, each file is parsed by
+    `parsers` (by default this process's pool, `process_parsers`), in parallel; one that
+    overruns it is replaced. Batches loading at once get the parsers lowest `priority` first.
+    Neither changes what a batch loads, only when and where: no part of the step's cache key.
     """
     faults.maybe_fail("load")
     if needs_copies(sources, settings.max_file_mb):  # objects in a store: read local copies
-        local = partial(load_batch, settings=settings, priority=priority)
+        local = partial(load_batch, settings=settings, priority=priority, parsers=parsers)
         return load_objects(sources, settings.max_file_mb, local)
     loaded: dict[str, Document] = {}
     to_parse: list[SourceFile] = []
@@ -59,6 +86,7 @@ def load_batch(
             to_parse.append(source)
         else:
             loaded[source.doc_id] = load_document(source, settings.read_options())
-    parsed = PARSERS.load_all(to_parse, settings.read_options(), settings.parse_timeout, priority)
+    pool = parsers or process_parsers()
+    parsed = pool.load_all(to_parse, settings.read_options(), settings.parse_timeout, priority)
     loaded.update((doc.doc_id, doc) for doc in parsed)
     return [loaded[source.doc_id] for source in sources]

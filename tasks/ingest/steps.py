@@ -15,14 +15,16 @@ runner rebuilds the arguments it is handed, and files inside a `quote` reached i
 tuples (tests/test_dask.py).
 
 `TaskStages` plugs these tasks into the batch pipeline (tasks/ingest/pipeline.py) for one
-run on one open dataset.
+run on one open dataset. It holds the run's `FirstPassClock` and hands it to the embeds; the
+loads use their process's parser pool (tasks/ingest/load.py, `process_parsers`), which
+`TaskStages` makes for the run's model unless the warm-up has.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -41,10 +43,9 @@ from tasks.dataset.dataset import Dataset
 from tasks.embed.models import get_embedder, model_info, token_counter
 from tasks.ingest.cache_keys import every_reader, model_code, step_cache
 from tasks.ingest.discover import plan_run
-from tasks.ingest.load import LoadSettings, load_batch
+from tasks.ingest.load import LoadSettings, load_batch, process_parsers
 from tasks.ingest.pipeline import Batch, Done, Future, Vectors, batches_label
 from tasks.ingest.reuse import assemble, keyed_by_input, texts_to_embed
-from tasks.parse.worker import PARSERS
 from tasks.text.semantic_split import split_documents_semantic
 from tasks.text.split import SplitResult, SplitSettings, split_documents
 
@@ -75,32 +76,47 @@ def split_batch(
     return [replace(r, chunks=keyed_by_input(r.chunks, info.headings)) for r in results]
 
 
-_FIRST_PASS: list[float] = []  # when this process's first forward pass began (epoch seconds)
+class FirstPassClock:
+    """When a run's first forward pass began, as the run's summary reports it (seconds after
+    the process started: benchmarks/ingest.py reads it there). The run's `TaskStages` holds
+    one and hands it to each embed; an embed in a Dask worker marks that worker's copy, so a
+    run embedded there reports none."""
+
+    def __init__(self) -> None:
+        self._began: float | None = None  # epoch seconds of the first mark
+
+    def mark(self) -> None:
+        """A forward pass begins now; only the first mark counts (two embeds marking at once
+        differ by microseconds)."""
+        if self._began is None:
+            self._began = time.time()
+
+    def first_forward_pass(self) -> float | None:
+        """Seconds from this process's start to the first forward pass; None if there was
+        none here (nothing to embed, every result cached, or the embeds ran in Dask
+        workers)."""
+        if self._began is None:
+            return None
+        return self._began - psutil.Process().create_time()
 
 
-def embed_texts(texts: list[str], model: str) -> np.ndarray:
-    """Unit vectors of `texts` by `model` (loaded once per process, on first use)."""
+def embed_texts(texts: list[str], model: str, clock: FirstPassClock | None = None) -> np.ndarray:
+    """Unit vectors of `texts` by `model` (loaded once per process, on first use); `clock`
+    is marked as the model starts on them."""
     faults.maybe_fail("embed")
     faults.maybe_crash("embed")
     embedder = get_embedder(model)
-    if texts and not _FIRST_PASS:
-        _FIRST_PASS.append(time.time())
+    if texts and clock is not None:
+        clock.mark()
     return embedder.encode(texts)
-
-
-def first_forward_pass() -> float | None:
-    """Seconds from this process's start to its first forward pass; None if it made none
-    (nothing to embed, every result cached, or the embeds ran in Dask workers)."""
-    if not _FIRST_PASS:
-        return None
-    return _FIRST_PASS[0] - psutil.Process().create_time()
 
 
 # The cached steps' keys: their inputs' content and the code of the function's module, of what
 # it loads by name (every reader; the model's backends) and of all that these import.
-LOAD_CACHE = step_cache("load", load_batch, every_reader, ignored=("priority",))
+# Which parsers and when, and the clock, change no result: no part of the keys.
+LOAD_CACHE = step_cache("load", load_batch, every_reader, ignored=("priority", "parsers"))
 SPLIT_CACHE = step_cache("split", split_batch, model_code)
-EMBED_CACHE = step_cache("embed", embed_texts, model_code)
+EMBED_CACHE = step_cache("embed", embed_texts, model_code, ignored=("clock",))
 
 # The cached steps: retried, keyed by content, results kept on disk only (see module doc).
 plan_task = task(name="plan", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 5])(
@@ -203,11 +219,12 @@ class TaskStages:
     load_settings: LoadSettings
     split_settings: SplitSettings
     logger: Logger
+    clock: FirstPassClock = field(default_factory=FirstPassClock)
 
     def __post_init__(self) -> None:
-        # The parser processes of this process (the thread runner's), sized for the model
-        # before the first load makes them.
-        PARSERS.serve_model(model_info(self.model).busy_cores)
+        # This process's parser pool (the thread runner's loads), made for the run's model
+        # before the first load, unless the warm-up made it already.
+        process_parsers(model_info(self.model).busy_cores)
 
     def load(self, batch: Batch) -> Future[list[Document]]:
         run = load_task.with_options(task_run_name=f"load{batch.label}")
@@ -226,7 +243,7 @@ class TaskStages:
         if not todo:
             return Done(assemble(chunks, stored, {}, dimension))
         run = embed_task.with_options(task_run_name=f"embed{batch.label}")
-        new = run.submit(list(todo.values()), self.model)
+        new = run.submit(list(todo.values()), self.model, clock=self.clock)
         return _Assembled(chunks, stored, list(todo), new, dimension)
 
     def write(

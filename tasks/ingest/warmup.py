@@ -22,10 +22,10 @@ from tasks.core.formats import MIME_TYPES
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.object_store import is_object_url
 from tasks.embed.models import get_embedder, model_info
+from tasks.ingest.load import process_parsers
 from tasks.ingest.object_sources import holds_a_document
 from tasks.ingest.preview import plan_ahead
 from tasks.ingest.settings import IngestSettings
-from tasks.parse.worker import PARSERS
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,7 @@ def _warm_up(settings: IngestSettings) -> None:
         target=_quietly, args=(lambda: get_embedder(settings.model),), daemon=True
     )
     model.start()
-    PARSERS.serve_model(model_info(settings.model).busy_cores)
-    PARSERS.start()
+    process_parsers(model_info(settings.model).busy_cores).start()  # the run's loads use it
 
 
 def start_warm_up(settings: IngestSettings) -> threading.Thread:

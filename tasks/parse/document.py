@@ -74,21 +74,17 @@ def load_document(source: SourceFile, options: ReadOptions | None = None) -> Doc
         return Document.not_indexed(source, exc.reason, exc.message)
     except Exception as exc:  # noqa: BLE001 - any parser failure is this file's failure
         return Document.not_indexed(source, Reason.PARSE_ERROR, f"{type(exc).__name__}: {exc}")
-    blocks, ocr = reading.blocks, reading.ocr
+    blocks = reading.blocks
     if not blocks:
         return Document.not_indexed(source, Reason.NO_TEXT, "no text found in the file")
     first_heading = next((b.section.split(" > ")[-1] for b in blocks if b.section), None)
-    notes = list(reading.notes)
-    if ocr.skipped:  # indexed, but not whole: the ledger says which pages are missing
-        pages = ", ".join(map(str, ocr.skipped))
-        notes.append(f"OCR stopped at the time budget (--parse-timeout); pages not read: {pages}")
     found = metadata.with_language(reading.metadata, document_text(blocks))
     return Document(
         source,
         reading.title or found.title or first_heading or source.title,
         tuple(blocks),
-        message="; ".join(notes),
-        ocr_pages=ocr.page_numbers,
-        ocr_seconds=round(ocr.seconds, 3),
+        message="; ".join(reading.notes),
+        ocr_pages=reading.ocr_pages,
+        ocr_seconds=round(reading.ocr_seconds, 3),
         metadata=found,
     )

@@ -5,8 +5,8 @@ tasks/core/formats.py, where discovery and search find them without importing th
 How a format is read is registered here, under the same name, by one module of
 tasks/parse/readers/ or one that another package names under the "doc_indexer.readers" entry
 points (`readers()` imports them all, tasks/core/plugins.py, so a new module needs no import
-line anywhere): the read function (bytes → blocks, plus what OCR did, a title where
-the format has one and the file's metadata, read beside it), the failure reasons it
+line anywhere): the read function (bytes → blocks, plus a title where the format has one,
+notes, the pages read by OCR and the file's metadata, read beside it), the failure reasons it
 can give, an optional warm-up, and the modules whose code decides its output. Everything else
 derives from this table: parsing dispatches on a file's MIME type (tasks/parse/document.py), the
 parser process warms up every reader, and the load step's cache key covers every reader's code
@@ -16,22 +16,25 @@ Adding a format is one line in tasks/core/formats.py and one module here that ca
 (plus its test); `readers()` refuses a format without a reader and a reader without a format.
 Reader modules import their parsers inside functions: the registry is loaded by processes
 that parse nothing (a run that finds nothing changed computes cache keys).
+
+What a format needs to be told (PDF: OCR on or off, its time budget) is its own options type,
+declared in its reader module; `ReadOptions` carries them by format name, and each reader
+looks up its own (`options.of("pdf", PdfOptions)`), so the generic contract names no format.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import TypeVar
 
 from tasks.core.formats import FORMATS, MIME_TYPES, Format
 from tasks.core.plugins import READERS_GROUP, load_plugins
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
-from tasks.parse.ocr import OcrResult
 
 READERS_PACKAGE = "tasks.parse.readers"
 
@@ -49,15 +52,28 @@ GENERAL_REASONS = (
     Reason.BATCH_FAILED,
 )
 
-OcrMode = Literal["auto", "off"]
+OptionsT = TypeVar("OptionsT")
 
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """How to read files: what LoadSettings says, in the terms of the readers."""
+    """How to read files: what LoadSettings says, as each format's own options under the
+    format's name; a format given none reads with its options type's defaults."""
 
-    ocr: OcrMode = "auto"
-    ocr_budget: float = 0.0  # seconds after which no further page of a file is OCR'd; 0 = none
+    by_format: Mapping[str, object] = field(default_factory=dict)
+
+    def of(self, name: str, kind: type[OptionsT]) -> OptionsT:
+        """The options of the format `name`, of its type `kind` (its defaults if none)."""
+        found = self.by_format.get(name)
+        if found is None:
+            return kind()
+        if not isinstance(found, kind):
+            raise TypeError(f"the {name} options are a {type(found).__name__}, not {kind.__name__}")
+        return found
+
+    def with_format(self, name: str, options: object) -> ReadOptions:
+        """These options with the format `name`'s replaced by `options`."""
+        return ReadOptions({**self.by_format, name: options})
 
 
 @dataclass(frozen=True)
@@ -65,10 +81,11 @@ class Reading:
     """What a reader made of one file."""
 
     blocks: list[Block]
-    ocr: OcrResult = field(default_factory=OcrResult)
     title: str | None = None  # the document's own title (an email's subject); None: a heading
     notes: tuple[str, ...] = ()  # what an indexed document misses (the ledger's error column)
     metadata: Metadata = field(default_factory=Metadata)  # what the file says about itself
+    ocr_pages: tuple[int, ...] = ()  # pages whose text was read by OCR (the ledger's column)
+    ocr_seconds: float = 0.0  # time spent on OCR, where the format has it
 
 
 # The read function: the file (its doc_id and MIME type), its bytes and the options → what it

@@ -8,10 +8,11 @@ stderr). If a file takes longer than the timeout, the worker is killed, the file
 as failed (`parse_timeout`), and a fresh worker starts with the next file. A worker that dies
 (a crash in a native parser) costs only the file it was on.
 
-`PARSERS` is the process's pool of such workers, one per two cores by default
-($DOC_INDEXER_PARSE_WORKERS): the files of a batch are parsed in parallel, each by the next
-idle worker, and batches loaded at the same time share the pool (see `ParserPool` for when
-the workers after the first join).
+A `ParserPool` holds such workers, one per two cores by default ($DOC_INDEXER_PARSE_WORKERS):
+the files of a batch are parsed in parallel, each by the next idle worker, and batches loaded
+at the same time share the pool (see `ParserPool` for when the workers after the first join).
+This module keeps no pool: whoever loads files makes one and hands it in (the load step keeps
+one per process for its Prefect tasks: tasks/ingest/load.py, `process_parsers`).
 """
 
 from __future__ import annotations
@@ -237,20 +238,16 @@ class ParserPool:
     Prefect's server already share the cores, and one more parser starting then delayed the
     first forward pass by seconds (benchmarks/RESULTS.md, "Scale")."""
 
-    def __init__(self, size: int | None = None) -> None:
+    def __init__(self, size: int | None = None, model_busy_cores: bool = True) -> None:
+        """`size` workers, else as many as `default_parse_workers` gives beside a model that
+        keeps the cores busy or not (`ModelInfo.busy_cores`); made on first use."""
         self._size = size
-        self._model_busy_cores = True  # see `serve_model`
+        self._model_busy_cores = model_busy_cores
         self._lock = threading.Lock()
         self._workers: list[ParseWorker] = []
         self._idle = IdleWorkers()
         self._serving = 0  # workers put in service so far
         self._joining = False  # the others are being started
-
-    def serve_model(self, busy_cores: bool) -> None:
-        """Size the pool for a run's model (`ModelInfo.busy_cores`), unless its workers are
-        made already or its size was given."""
-        with self._lock:
-            self._model_busy_cores = busy_cores
 
     def workers(self) -> list[ParseWorker]:
         """The pool's workers, made on the first call; the first one in service at once."""
@@ -343,9 +340,6 @@ class ParserPool:
                 for done in [threads.submit(drain) for _ in range(parallel)]:
                     done.result()
         return [loaded[number] for number in range(len(sources))]
-
-
-PARSERS = ParserPool()
 
 
 def _serve() -> None:

@@ -39,7 +39,7 @@ from tasks.parse.decode import decode_bytes, looks_binary
 from tasks.parse.elements import text_blocks
 from tasks.parse.errors import LoadError
 from tasks.parse.metadata import date_text, language_tag, meta_json, one_line
-from tasks.parse.ocr import OcrResult
+from tasks.parse.readers.pdf import PdfOptions
 from tasks.parse.registry import (
     Reader,
     Reading,
@@ -98,11 +98,13 @@ class _Read:
     attachments: int = 0  # attachments met so far, to name those that have no name
 
     def remaining_options(self) -> ReadOptions:
-        """The options for an attachment: what is left of the file's OCR time budget."""
-        if not self.options.ocr_budget:
+        """The options for an attachment: a PDF gets what is left of the file's OCR time
+        budget."""
+        pdf = self.options.of("pdf", PdfOptions)
+        if not pdf.ocr_budget:
             return self.options
-        left = self.options.ocr_budget - (time.monotonic() - self.started)
-        return replace(self.options, ocr_budget=max(left, 1e-3))
+        left = pdf.ocr_budget - (time.monotonic() - self.started)
+        return self.options.with_format("pdf", replace(pdf, ocr_budget=max(left, 1e-3)))
 
 
 def parse_message(data: bytes) -> EmailMessage:
@@ -207,12 +209,8 @@ def _read_attachment(part: MIMEPart, state: _Read) -> None:
     for block in reading.blocks:
         section = f"{name} > {block.section}" if block.section else name
         state.blocks.append(replace(block, section=section, heading_level=block.heading_level + 1))
-    state.notes += [f"attachment {name}: {note}" for note in reading.notes]
-    state.ocr_seconds += reading.ocr.seconds
-    if reading.ocr.skipped:
-        pages = ", ".join(map(str, reading.ocr.skipped))
-        note = f"OCR stopped at the time budget (--parse-timeout); pages not read: {pages}"
-        state.notes.append(f"attachment {name}: {note}")
+    state.notes += [f"attachment {name}: {note}" for note in reading.notes]  # OCR's, too
+    state.ocr_seconds += reading.ocr_seconds
 
 
 def _read_part(part: MIMEPart, state: _Read) -> None:
@@ -251,10 +249,10 @@ def read_eml(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
     subject = _one_line(message.get("subject", ""))
     return Reading(
         state.blocks,
-        OcrResult(seconds=state.ocr_seconds),
         title=subject or None,
         notes=tuple(state.notes),
         metadata=email_metadata(message),
+        ocr_seconds=state.ocr_seconds,  # the attachments' (their pages are not the email's)
     )
 
 

@@ -1,12 +1,15 @@
 """PDF files: the text layer through `partition_pdf(strategy="fast")`, pages without one read by
 OCR (tasks/parse/ocr.py) unless OCR is off; the metadata from the information dictionary and
-the catalog's /Lang (`pdf_metadata` below)."""
+the catalog's /Lang (`pdf_metadata` below). OCR on or off and its time budget are the PDF
+reader's own options (`PdfOptions`, under "pdf" in the read options); what OCR did comes back
+as the reading's OCR'd pages and seconds, and a note naming the pages it had no time for."""
 
 from __future__ import annotations
 
 import io
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
@@ -16,6 +19,15 @@ from tasks.parse.metadata import from_keys, language_tag, meta_json, one_line
 from tasks.parse.ocr import OcrResult, ocr_pdf
 from tasks.parse.registry import Reading, ReadOptions, register
 from tasks.parse.unstructured_offline import check_pdf_support
+
+
+@dataclass(frozen=True)
+class PdfOptions:
+    """How to read PDFs: what LoadSettings says (--ocr, --parse-timeout) in this reader's terms."""
+
+    ocr: Literal["auto", "off"] = "auto"
+    ocr_budget: float = 0.0  # seconds after which no further page of a file is OCR'd; 0 = none
+
 
 # --- Metadata ----------------------------------------------------------------------------------
 
@@ -58,7 +70,7 @@ def _text_layer(data: bytes) -> list[Any]:
 
 
 def _add_ocr(
-    blocks: list[Block], data: bytes, options: ReadOptions, deadline: float | None
+    blocks: list[Block], data: bytes, options: PdfOptions, deadline: float | None
 ) -> tuple[list[Block], OcrResult]:
     """The text-layer blocks with the OCR'd pages' blocks merged in, in page order."""
     import pypdfium2 as pdfium
@@ -78,7 +90,22 @@ def _add_ocr(
     return sorted(blocks + read, key=lambda block: block.page_number or 0), result
 
 
-def read_pdf(data: bytes, options: ReadOptions) -> Reading:
+def _reading(blocks: list[Block], result: OcrResult, metadata: Metadata) -> Reading:
+    """The reading of a PDF whose blocks came out, with what OCR did."""
+    notes: tuple[str, ...] = ()
+    if result.skipped:  # indexed, but not whole: the ledger says which pages are missing
+        pages = ", ".join(map(str, result.skipped))
+        notes = (f"OCR stopped at the time budget (--parse-timeout); pages not read: {pages}",)
+    return Reading(
+        blocks,
+        notes=notes,
+        metadata=metadata,
+        ocr_pages=result.page_numbers,
+        ocr_seconds=result.seconds,
+    )
+
+
+def read_pdf(data: bytes, options: PdfOptions) -> Reading:
     """Blocks of a PDF's text layer and of its pages read by OCR, and its metadata, with clear
     reasons when there are no blocks.
 
@@ -104,7 +131,7 @@ def read_pdf(data: bytes, options: ReadOptions) -> Reading:
     except pikepdf.PdfError as exc:
         blocks = elements_to_blocks(_text_layer(data))  # beyond qpdf's repair; pdfminer may
         if blocks:  # still read some of it
-            return Reading(*_add_ocr(blocks, data, options, deadline), metadata=Metadata())
+            return _reading(*_add_ocr(blocks, data, options, deadline), Metadata())
         raise LoadError(Reason.DAMAGED_PDF, str(exc).split(": ", 1)[-1]) from None
     with pdf:
         metadata = pdf_metadata(pdf)
@@ -116,7 +143,7 @@ def read_pdf(data: bytes, options: ReadOptions) -> Reading:
             elements = _text_layer(data)
         blocks, result = _add_ocr(elements_to_blocks(elements), data, options, deadline)
         if blocks:
-            return Reading(blocks, result, metadata=metadata)
+            return _reading(blocks, result, metadata)
         pages = len(pdf.pages)
         has_images = any(len(page.images) for page in pdf.pages)
     if result.pages:
@@ -131,7 +158,7 @@ def read_pdf(data: bytes, options: ReadOptions) -> Reading:
 
 
 def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
-    return read_pdf(data, options)
+    return read_pdf(data, options.of("pdf", PdfOptions))
 
 
 register(
