@@ -104,6 +104,18 @@ def check_embedders(out: str) -> None:
     assert set(json_line(out)) == {*specs, token}
 
 
+def check_object_sources(out: str) -> None:
+    """A folder and a bucket of the same notes: each first run indexes all of them (each object
+    read once), each no-change run none (no object read)."""
+    assert_lines(
+        out,
+        r"folder first +[\d.]+ +1\.00 .* 20 +20 +0 +0",
+        r"folder no change +[\d.]+ +1\.00 .* 20 +0 +20 +0",
+        r"bucket first +[\d.]+ +[\d.]+ .* 20 +20 +0 +20",
+        r"bucket no change +[\d.]+ +[\d.]+ .* 20 +0 +20 +0",
+    )
+
+
 def check_incremental(out: str) -> None:
     """A full run, a no-change run, an edit and a deletion, each doing what it must."""
     assert_lines(
@@ -283,6 +295,7 @@ SMOKE = {
     "watch": Smoke(check_watch, test_server=True),
     "scale": Smoke(check_scale, test_server=True),
     "incremental": Smoke(check_incremental, test_server=True),
+    "object_sources": Smoke(check_object_sources, test_server=True),
     "quality": Smoke(
         check_quality, ("--tune",), test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")
     ),

@@ -8,23 +8,16 @@ unchanged object never, a changed one once (downloaded, hashed and loaded from o
 from __future__ import annotations
 
 import json
-import logging
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
-from werkzeug.serving import make_server
 
+from benchmarks.support.s3 import CountingMotoServer
 from flows import ingest as ingest_cli
 from flows import watch as watch_cli
+from flows.audit import audit_index
 from flows.ingest import ingest
 from tasks.core.reasons import Reason
 from tasks.dataset.location import STORAGE_OPTIONS_ENV, connect
@@ -32,52 +25,28 @@ from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.ingest.object_sources import COPIES, resolve_source
 
 BUCKET = "doc-sources"
-REGION = "us-east-1"
-CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 PDF_TEXT = b"%PDF-1.4 truncated: no objects, no trailer"
-
-
-class CountingMotoServer(ThreadedMotoServer):
-    """moto's S3 server on a free local port, counting GET requests by object path."""
-
-    def __init__(self) -> None:
-        super().__init__(ip_address="127.0.0.1", port=0, verbose=False)
-        self.gets: Counter[str] = Counter()
-
-    def _server_entry(self) -> None:  # moto's own, with the app wrapped
-        app = DomainDispatcherApplication(create_backend_app)
-
-        def counting(environ: dict[str, Any], start_response: Any) -> Any:
-            path = environ.get("PATH_INFO", "")
-            if environ["REQUEST_METHOD"] == "GET" and path.count("/") >= 2:  # /bucket/key
-                self.gets[path.split("/", 2)[2]] += 1
-            return app(environ, start_response)
-
-        self._server = make_server(
-            self._ip_address, self._port, counting, True, request_handler=MotoRequestHandler
-        )
-        self._server_ready_event.set()
-        self._server.serve_forever()
 
 
 @pytest.fixture(scope="module")
 def store() -> Iterator[tuple[Any, CountingMotoServer]]:
     """The server with one bucket, its options in DOC_INDEXER_STORAGE_OPTIONS; a boto3 client."""
-    werkzeug = logging.getLogger("werkzeug")
-    level = werkzeug.level
-    werkzeug.setLevel(logging.WARNING)
     server = CountingMotoServer()
     server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION, **CREDENTIALS)
+    client = server.client()
     client.create_bucket(Bucket=BUCKET)
-    options = {"endpoint": endpoint, "allow_http": True, "region": REGION, **CREDENTIALS}
+    variables = server.aws_variables()
+    options = {
+        "endpoint": server.endpoint,
+        "allow_http": True,
+        "region": variables["AWS_DEFAULT_REGION"],
+        "aws_access_key_id": variables["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": variables["AWS_SECRET_ACCESS_KEY"],
+    }
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(STORAGE_OPTIONS_ENV, json.dumps(options))
         yield client, server
     server.stop()
-    werkzeug.setLevel(level)
 
 
 def _put(client: Any, key: str, body: bytes, **extra: Any) -> None:
@@ -142,6 +111,10 @@ def test_an_s3_prefix_is_indexed_and_kept_in_step_reading_only_what_changed(
     }
     assert set(_ledger(uri)) == {"birds.md", "trees/elms.md"}
     assert _copies_left() == []
+
+    report = audit_index(index_uri=uri)  # against the source its ledger records
+    assert report.clean and report.source_dir == f"s3://{BUCKET}/docs"
+    assert _copies_left() == [], "the audit's downloads are deleted too"
 
 
 @pytest.mark.integration
