@@ -5,7 +5,11 @@
     --task-runner dask --dask-address tcp://host:8786   an existing Dask cluster
 
 On Dask, loads and embeds run on the workers; each worker process loads the model once (the
-embedder is cached per process) and keeps it for every batch it embeds.
+embedder is cached per process) and keeps it for every batch it embeds. A folder source must
+be at the same path on every worker; an object-store source (`s3://…`) needs no shared
+folder: a worker reads its batch's objects from the store itself (tasks/ingest/object_sources.py,
+`load_objects`), with the store settings of its own environment (AWS_* variables or
+DOC_INDEXER_STORAGE_OPTIONS, as the dataset takes them).
 """
 
 from __future__ import annotations
