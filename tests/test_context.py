@@ -86,6 +86,7 @@ def assert_wraps_its_hit(hit: Hit) -> None:
     assert flat(hit.context) in flat(HANDBOOK)
 
 
+@pytest.mark.integration
 def test_the_handbook_chunks_overlap_and_change_section(index):
     chunks = chunks_of(index, "handbook.md")
     overlapping = [a for a, b in itertools.pairwise(chunks) if b["char_start"] < a["char_end"]]
@@ -95,6 +96,7 @@ def test_the_handbook_chunks_overlap_and_change_section(index):
     assert set(sections) == {"Handbook", *(f"Handbook > {name}" for name in SECTIONS)}
 
 
+@pytest.mark.integration
 def test_context_at_the_document_start(index):
     chunks = chunks_of(index, "handbook.md")
     hit = only_hit(index, "openingword", context=2)
@@ -112,6 +114,7 @@ def test_context_at_the_document_start(index):
     )
 
 
+@pytest.mark.integration
 def test_context_at_the_document_end(index):
     chunks = chunks_of(index, "handbook.md")
     hit = only_hit(index, "gammaword399", context=2)
@@ -124,6 +127,7 @@ def test_context_at_the_document_end(index):
     )  # no text left out, none twice
 
 
+@pytest.mark.integration
 def test_context_crosses_a_section_boundary_and_expand_stops_at_it(index):
     chunks = chunks_of(index, "handbook.md")
     alpha = [c for c in chunks if c["section"] == "Handbook > Alpha"]
@@ -148,6 +152,7 @@ def test_context_crosses_a_section_boundary_and_expand_stops_at_it(index):
     assert flat(middle.context) == flat("Beta\n\n" + sentences("beta", 15))
 
 
+@pytest.mark.integration
 def test_a_long_section_is_cut_to_the_limit_around_the_hit(index):
     gamma_length = len(sentences("gamma", 400))
     assert gamma_length > 1.5 * SECTION_LIMIT
@@ -166,6 +171,7 @@ def test_a_long_section_is_cut_to_the_limit_around_the_hit(index):
     assert SECTION_LIMIT - 100 <= len(first.context) <= SECTION_LIMIT
 
 
+@pytest.mark.integration
 def test_neighbours_of_every_hit_come_in_one_query_and_none_without_context(index, monkeypatch):
     searcher = Searcher(Dataset(index))
     table = searcher.dataset.chunks
@@ -204,6 +210,7 @@ def test_context_and_expand_are_refused_together_and_bounded():
         SearchParams(expand="document")
 
 
+@pytest.mark.integration
 def test_the_service_returns_the_context_fields(index):
     from fastapi.testclient import TestClient
 
@@ -224,6 +231,7 @@ def test_the_service_returns_the_context_fields(index):
     assert client.post("/search", json=body | {"context": "1"}).status_code == 422
 
 
+@pytest.mark.integration
 def test_the_command_line_prints_context_as_json_and_markdown(index, capsys):
     common = ["--index", index, "--mode", "fts", "-k", "2"]
     assert main(["alphaword019", *common, "--json", "--context", "1"]) == 0

@@ -167,6 +167,7 @@ def _file_count(path: str) -> int:
     return sum(len(files) for _, _, files in os.walk(path))
 
 
+@pytest.mark.integration
 @pytest.mark.filterwarnings("ignore:optimize\\(cleanup_older_than=0\\)")
 def test_versions_and_files_stay_bounded_over_50_small_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(upkeep_module, "MIN_VERSION_AGE", __import__("datetime").timedelta(0))

@@ -371,6 +371,7 @@ def found(uri: str, **filters: object) -> set[str]:
     return {hit.doc_id for hit in Searcher(Dataset(uri)).search("llamas", params)}
 
 
+@pytest.mark.integration
 def test_the_ledger_holds_each_documents_metadata_once(indexed):
     _, uri = indexed
     rows = Dataset(uri).documents.search().limit(None).to_arrow().to_pylist()
@@ -388,6 +389,7 @@ def test_the_ledger_holds_each_documents_metadata_once(indexed):
             assert json.loads(row["meta"])[pair[0]] == pair[1], name
 
 
+@pytest.mark.integration
 def test_author_language_and_meta_filters(indexed):
     _, uri = indexed
     assert found(uri, author="aino") == {"notes.md", "camelids.odt", "camelids.epub", "herd.eml"}
@@ -405,6 +407,7 @@ def test_author_language_and_meta_filters(indexed):
     assert found(uri, author="aino", lang="fi", type="md") == {"notes.md"}
 
 
+@pytest.mark.integration
 def test_the_query_flow_filters_and_hits_show_the_metadata(indexed):
     _, uri = indexed
     hits = query(text="llamas", index_uri=uri, k=10, mode="vector", author="Lahti", lang="fi")
@@ -417,6 +420,7 @@ def test_the_query_flow_filters_and_hits_show_the_metadata(indexed):
     )
 
 
+@pytest.mark.integration
 def test_sources_show_the_metadata(indexed):
     _, uri = indexed
     sources = {row["doc_id"]: row for row in list_sources(Searcher(Dataset(uri)))}
@@ -427,6 +431,7 @@ def test_sources_show_the_metadata(indexed):
     assert sources["lamas.txt"]["meta"] == {} and sources["lamas.txt"]["authors"] is None
 
 
+@pytest.mark.integration
 def test_a_dataset_from_before_metadata_answers_and_gains_it_on_its_next_run(
     prefect_backend, tmp_path
 ):
