@@ -296,8 +296,10 @@ def serve(uri: str):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    # No rate limit: the benchmark asks as fast as the service answers.
+    command = ["--serve", "--index", uri, "--port", str(port), "--rate-limit", "off"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "flows.query", "--serve", "--index", uri, "--port", str(port)],
+        [sys.executable, "-m", "flows.query", *command],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -71,8 +71,9 @@ class Refused(Exception):
         self.status, self.message, self.problems = status, message, problems or []
 
 
-# The service's search: a request's hits as POST /search answers them, or Refused.
-PageSearch = Callable[[SearchRequest], Awaitable[list[dict[str, Any]]]]
+# The service's search: the mode it ran in and a request's hits as POST /search answers
+# them, or Refused.
+PageSearch = Callable[[SearchRequest], Awaitable[tuple[str, list[dict[str, Any]]]]]
 
 
 @dataclass(frozen=True)
@@ -256,12 +257,11 @@ def add_search_page(
             return render("search.html", **shown)
         try:
             asked = page_request(values)
-            found = await search(asked)
+            mode, found = await search(asked)
         except Refused as exc:
             return render("search.html", status=exc.status, error=exc, **shown)
         terms = question_terms(question)
         hits = [shown_hit(hit, question, terms) for hit in found]
-        mode = asked.mode or searcher.resolve_mode(None)
         return render("search.html", hits=hits, mode=mode, **shown)
 
     @app.get(CONTEXT_PATH, include_in_schema=False)

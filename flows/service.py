@@ -52,7 +52,7 @@ from pydantic import field_validator
 from flows.service_client import TOKEN_ENV  # the token where no --token-file names one
 from tasks.core.options import Settings, option
 from tasks.dataset.location import DatasetError
-from tasks.search.params import MAX_K, SearchParams
+from tasks.search.params import MAX_K, Mode, SearchParams
 from tasks.search.request import SearchRequest
 from tasks.search.rerank import cross_encoder
 
@@ -192,14 +192,17 @@ class Searches:
         self.searcher, self.limits, self.reranker = searcher, limits, reranker
         self.executor = ThreadPoolExecutor(max_workers=SEARCH_THREADS, thread_name_prefix="search")
 
-    async def run(self, request: SearchRequest, present: Callable[[list[dict[str, Any]]], T]) -> T:
-        """`present` of the hits for `request`, called on the search's thread; a
-        ServiceError when the request asks too much, the search runs too long or the dataset
-        refuses it."""
+    async def run(
+        self, request: SearchRequest, present: Callable[[Mode, list[dict[str, Any]]], T]
+    ) -> T:
+        """`present` of the mode the search ran in and the hits for `request`, called on the
+        search's thread (the mode read there too: one thread hop a search); a ServiceError
+        when the request asks too much, the search runs too long or the dataset refuses it."""
         params = checked_params(request, self.limits, self.reranker)
 
         def answer() -> T:
-            return present(find(self.searcher, request.text, params))
+            mode = self.searcher.resolve_mode(params.mode)
+            return present(mode, find(self.searcher, request.text, params))
 
         try:
             return await self.bounded(
@@ -249,9 +252,9 @@ def mcp_server(searches: Searches) -> Server[Any]:
         details = "; ".join(f"{p['field']}: {p['message']}" for p in exc.problems or [])
         return ToolProblem(f"{exc.message} ({details})" if details else exc.message)
 
-    async def search(request: SearchRequest) -> list[dict[str, Any]]:
+    async def search(request: SearchRequest) -> dict[str, Any]:
         try:
-            return await searches.run(request, list)
+            return await searches.run(request, lambda mode, hits: {"mode": mode, "hits": hits})
         except ServiceError as exc:
             raise problem(exc) from None
 
@@ -269,9 +272,9 @@ def page_search(searches: Searches) -> PageSearch:
     a refusal as the page's Refused."""
     from flows.search_page import Refused
 
-    async def search(request: SearchRequest) -> list[dict[str, Any]]:
+    async def search(request: SearchRequest) -> tuple[Mode, list[dict[str, Any]]]:
         try:
-            return await searches.run(request, list)
+            return await searches.run(request, lambda mode, hits: (mode, hits))
         except ServiceError as exc:
             raise Refused(exc.status, exc.message, exc.problems) from None
 
@@ -370,7 +373,7 @@ def create_app(
     async def search(request: SearchRequest) -> JSONResponse:
         # The answer's JSON is written on the search's thread: the event loop and FastAPI's
         # response checks (the hits are plain JSON types already) skip it.
-        return await searches.run(request, JSONResponse)
+        return await searches.run(request, lambda mode, hits: JSONResponse(hits))
 
     @app.get("/stats")
     def stats() -> dict[str, Any]:

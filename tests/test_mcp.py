@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from .test_cli_imports import no_prefect_api
 pytestmark = pytest.mark.integration
 
 CALL_TIMEOUT = 60  # seconds for one client session, start to end
+TOOL_TIMEOUT = 2.0  # the search time limit of the test of the tools' time limit
 
 
 def paragraph(topic: str, sentences: int) -> str:
@@ -217,6 +219,8 @@ def test_read_sources_stats_and_the_prompt(dataset, tmp_path):
 BAD_CALLS = [
     ("search", {"text": "x", "k": 0}, "k: Input should be greater than or equal to 1"),
     ("search", {"text": "x", "k": 101}, "k: at most 100 hits on this service"),
+    ("search", {"text": "x" * 2001}, "text: at most 2000 characters on this service"),
+    ("search", {"text": "x", "rerank_depth": 201}, "rerank_depth: at most 200 candidates"),
     ("search", {"text": "x", "colour": "red"}, "colour: not an argument of this tool"),
     ("search", {"k": 3}, "text: Field required"),
     ("search", {"text": "x", "k": "5"}, "k: Input should be a valid integer"),
@@ -245,3 +249,43 @@ def test_bad_arguments_are_tool_errors_that_say_what_was_wrong(dataset, tmp_path
         assert expected in message, (name, arguments, message)
         assert "Traceback" not in message and str(tmp_path.parent) not in message
         assert dataset not in message
+
+
+def test_every_tool_runs_within_the_time_limit_of_a_search(dataset, monkeypatch):
+    """read, sources and stats run on the service's search threads within its time limit, as
+    search does: past it a tool error that says so, and the next call is answered (the
+    SDK's client, in process, on the server flows/service.py builds)."""
+    from flows import mcp_server as tools
+    from flows.service import Searches, ServiceSettings, mcp_server
+    from tasks.dataset.dataset import Dataset
+    from tasks.search.searcher import Searcher
+
+    release = threading.Event()
+    real_stats = tools.stats
+
+    def held(searcher: Searcher) -> dict[str, Any]:  # the real stats, once the test says
+        release.wait(CALL_TIMEOUT)
+        return real_stats(searcher)
+
+    searcher = Searcher(Dataset(dataset))
+    real_stats(searcher)  # tables opened: the answered call below is well within the limit
+    monkeypatch.setattr(tools, "stats", held)
+    searches = Searches(searcher, ServiceSettings(search_timeout=TOOL_TIMEOUT))
+
+    async def script() -> Any:
+        async with Client(mcp_server(searches)) as client:
+            late = await client.call_tool("stats", {})
+            release.set()
+            return late, await client.call_tool("stats", {})
+
+    try:
+        late, answered = asyncio.run(asyncio.wait_for(script(), CALL_TIMEOUT))
+    finally:
+        release.set()
+        searches.close()
+    assert late.is_error
+    assert late.content[0].text == (
+        f"the tool stats took longer than {TOOL_TIMEOUT:g} s; try again later"
+    )
+    assert not answered.is_error, answered.content
+    assert answered.structured_content["documents_by_status"] == {"failed": 1, "indexed": 3}

@@ -122,8 +122,11 @@ def dataset_uri(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def service(dataset_uri, tmp_path_factory) -> Iterator[Service]:
-    """A running service on a fresh dataset, with the default limits and no reranker."""
-    with running_service(dataset_uri, tmp_path_factory.mktemp("plain")) as running:
+    """A running service on a fresh dataset, with the default limits and no reranker; no
+    rate limit: these tests send requests as fast as it answers (tests/test_rate_limit.py
+    checks the limit)."""
+    root = tmp_path_factory.mktemp("plain")
+    with running_service(dataset_uri, root, "--rate-limit", "off") as running:
         yield running
 
 

@@ -89,6 +89,7 @@ def test_a_scheme_other_than_bearer_is_refused(service):
 
 
 def test_the_mcp_client_over_http_gets_the_hits_of_post_search(service):
+    """The SDK's client over Streamable HTTP: the tools, each called, and the prompt."""
     body = {"text": "sourdough starter", "k": 2}
 
     async def script() -> Any:
@@ -96,14 +97,31 @@ def test_the_mcp_client_over_http_gets_the_hits_of_post_search(service):
             transport = streamable_http_client(f"{service.base}/mcp", http_client=http)
             async with Client(transport) as client:
                 tools = await client.list_tools()
-                return tools, await client.call_tool("search", body)
+                found = await client.call_tool("search", body)
+                hit = found.structured_content["hits"][0]
+                others = [
+                    await client.call_tool("read", {"chunk_id": hit["chunk_id"]}),
+                    await client.call_tool("sources", {"status": "indexed"}),
+                    await client.call_tool("stats", {}),
+                ]
+                prompt = await client.get_prompt(
+                    "answer_with_sources", {"question": "how is bread made?", "k": "1"}
+                )
+                return tools, found, others, prompt
 
-    tools, result = asyncio.run(asyncio.wait_for(script(), 60))
+    tools, result, (read, sources, stats), prompt = asyncio.run(asyncio.wait_for(script(), 60))
     assert {tool.name for tool in tools.tools} == {"search", "read", "sources", "stats"}
     assert not result.is_error, result.content
     posted = httpx.post(f"{service.base}/search", json=body, headers=bearer(TOKEN)).json()
     assert result.structured_content["hits"] == posted
     assert posted[0]["doc_id"] == "bread.md"
+    for answer in (read, sources, stats):
+        assert not answer.is_error, answer.content
+    assert read.structured_content["text"] == "sourdough bread needs a starter and time"
+    listed = sources.structured_content["documents"]
+    assert [document["doc_id"] for document in listed] == ["bread.md", "zebras.md"]
+    assert stats.structured_content["documents_by_status"] == {"indexed": 2}
+    assert "sourdough bread needs a starter" in prompt.messages[0].content.text
 
 
 def test_a_question_sends_the_token_from_the_environment(service, tmp_path):
