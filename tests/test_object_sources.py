@@ -22,7 +22,7 @@ from flows.ingest import ingest
 from tasks.core.reasons import Reason
 from tasks.dataset.location import STORAGE_OPTIONS_ENV, connect
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
-from tasks.ingest.object_sources import COPIES, resolve_source
+from tasks.ingest.object_sources import COPIES, error_line, resolve_source
 
 BUCKET = "doc-sources"
 PDF_TEXT = b"%PDF-1.4 truncated: no objects, no trailer"
@@ -154,6 +154,9 @@ def test_an_unreachable_store_is_one_line_naming_the_url(store, prefect_backend,
 
 
 def test_object_urls_are_taken_as_they_are_and_cannot_be_watched(tmp_path, capsys):
+    answer = "Error performing GET in 4ms - 404 Not Found: <?xml ?>\n<Error><Code>NoSuchKey</Code>"
+    assert error_line(OSError(answer)) == "Error performing GET in 4ms - 404 Not Found: NoSuchKey"
+    assert error_line(OSError("")) == "OSError"
     assert resolve_source("s3://b/docs/") == "s3://b/docs"
     assert resolve_source(f"file://{tmp_path}") == str(tmp_path)
     with pytest.raises(SystemExit) as stop:

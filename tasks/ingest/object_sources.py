@@ -58,7 +58,8 @@ def error_line(exc: BaseException) -> str:
     """An object store's error as one line: its first line without the XML body, plus the
     error code the body names (NoSuchBucket, AccessDenied, InvalidObjectState, ...)."""
     text = str(exc)
-    first = text.split("<?xml", 1)[0].splitlines()[0].strip() if text else type(exc).__name__
+    head = text.split("<?xml", 1)[0].strip()
+    first = head.splitlines()[0].strip() if head else type(exc).__name__
     code = re.search(r"<Code>([^<]+)</Code>", text)
     return f"{first.rstrip(': ')}: {code.group(1)}" if code else first
 
