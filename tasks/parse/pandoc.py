@@ -7,16 +7,26 @@ when asked to (`pypandoc.download_pandoc`, which nothing here calls). `use_bundl
 points pypandoc at the wheel's binary (`PYPANDOC_PANDOC`; a value the user set wins), so every
 machine converts with the same pandoc and a system pandoc of another version changes nothing.
 unstructured runs pandoc with `--sandbox`: a document cannot make it read files or fetch URLs.
+
+`register_pandoc_format` registers such a format's reader: its module gives how the bytes
+are checked and turned into blocks (`pandoc_elements` partitions them) and its metadata.
 """
 
 from __future__ import annotations
 
+import importlib
+import io
 import os
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from tasks.core.reasons import Reason
+from tasks.core.records import Block, Metadata, SourceFile
+from tasks.parse.elements import NO_LANGUAGE_DETECTION
 from tasks.parse.errors import LoadError
+from tasks.parse.registry import Reading, ReadOptions, register
 
 PANDOC_ENV = "PYPANDOC_PANDOC"
 
@@ -54,3 +64,40 @@ def pandoc_failure(exc: Exception) -> LoadError:
     line of pandoc's error (unstructured appends installation advice to it)."""
     lines = str(exc).strip().splitlines()
     return LoadError(Reason.DAMAGED_FILE, f"pandoc: {lines[0] if lines else type(exc).__name__}")
+
+
+def pandoc_elements(name: str, data: bytes, damaged: tuple[type[Exception], ...] = ()) -> list[Any]:
+    """The elements of `data` by unstructured's `partition_<name>` (of the module
+    `unstructured.partition.<name>`), converted by the wheel's pandoc; pandoc's failure, or
+    one of the errors `damaged`, ends the file as `damaged_file`."""
+    use_bundled_pandoc()
+    module = importlib.import_module(f"unstructured.partition.{name}")
+    partition = getattr(module, f"partition_{name}")
+    failures: tuple[type[Exception], ...] = (RuntimeError, *damaged)
+    try:
+        return list(partition(file=io.BytesIO(data), languages=NO_LANGUAGE_DETECTION))
+    except failures as exc:  # pandoc could not read it
+        raise pandoc_failure(exc) from None
+
+
+def register_pandoc_format(
+    name: str,
+    blocks_of: Callable[[bytes], list[Block]],
+    metadata_of: Callable[[bytes], Metadata],
+    reasons: tuple[Reason, ...],
+    code: tuple[str, ...] = (),
+) -> None:
+    """Register the reader of the format `name`, which unstructured converts with pandoc:
+    the blocks `blocks_of` makes of a file's bytes (checking them first), then the metadata
+    `metadata_of` reads in them; it warms up by importing the partitioner and finding pandoc.
+    `code`: the modules besides `blocks_of`'s own and this one that decide the output."""
+
+    def read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
+        blocks = blocks_of(data)  # checks the bytes first
+        return Reading(blocks, metadata=metadata_of(data))
+
+    def warm_up() -> None:
+        importlib.import_module(f"unstructured.partition.{name}")
+        use_bundled_pandoc()
+
+    register(name, read, reasons, warm_up=warm_up, code=(blocks_of.__module__, *code))

@@ -9,17 +9,15 @@ Metadata: the package document's (OPF) <metadata> (`epub_metadata` below).
 
 from __future__ import annotations
 
-import io
 import re
 
 from tasks.core.reasons import Reason
-from tasks.core.records import Block, Metadata, SourceFile
+from tasks.core.records import Block, Metadata
 from tasks.parse.archives import check_zip, read_member
-from tasks.parse.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
+from tasks.parse.elements import elements_to_blocks
 from tasks.parse.errors import LoadError
 from tasks.parse.metadata import element_values, from_keys, local_name, one_line, xml_root
-from tasks.parse.pandoc import pandoc_failure, use_bundled_pandoc
-from tasks.parse.registry import Reading, ReadOptions, register
+from tasks.parse.pandoc import pandoc_elements, register_pandoc_format
 
 # --- Metadata ----------------------------------------------------------------------------------
 
@@ -77,37 +75,13 @@ def read_epub(data: bytes) -> list[Block]:
     encryption = read_member(data, "META-INF/encryption.xml") or b""
     if set(_ENCRYPTION_METHOD.findall(encryption)) - FONT_OBFUSCATION:
         raise LoadError(Reason.ENCRYPTED, "the e-book's content is encrypted (DRM)")
-    use_bundled_pandoc()
     from unstructured.errors import UnprocessableEntityError
-    from unstructured.partition.epub import partition_epub
 
-    try:
-        elements = partition_epub(file=io.BytesIO(data), languages=NO_LANGUAGE_DETECTION)
-    except (RuntimeError, UnprocessableEntityError) as exc:  # pandoc could not read it
-        raise pandoc_failure(exc) from None
-    return elements_to_blocks(elements)
+    return elements_to_blocks(pandoc_elements("epub", data, (UnprocessableEntityError,)))
 
 
-def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
-    blocks = read_epub(data)  # checks the archive first
-    return Reading(blocks, metadata=epub_metadata(data))
-
-
-def warm_up() -> None:
-    import unstructured.partition.epub  # noqa: F401
-
-    use_bundled_pandoc()
-
-
-register(
-    "epub",
-    _read,
-    (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE),
-    warm_up=warm_up,
-    code=(
-        "tasks.parse.archives",
-        "tasks.parse.elements",
-        "tasks.parse.pandoc",
-        "tasks.parse.metadata",
-    ),
-)
+# What read_epub raises, and the modules besides this one and tasks/parse/pandoc.py whose
+# code decides the output.
+REASONS = (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE)
+CODE = ("tasks.parse.archives", "tasks.parse.elements", "tasks.parse.metadata")
+register_pandoc_format("epub", read_epub, epub_metadata, REASONS, CODE)

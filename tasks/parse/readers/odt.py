@@ -9,16 +9,13 @@ what slips through are `damaged_file` too. Metadata: meta.xml (`odt_metadata` be
 
 from __future__ import annotations
 
-import io
-
 from tasks.core.reasons import Reason
-from tasks.core.records import Block, Metadata, SourceFile
+from tasks.core.records import Block, Metadata
 from tasks.parse.archives import check_zip, read_member
 from tasks.parse.errors import LoadError
 from tasks.parse.metadata import element_values, from_keys, local_name, one_line, xml_root
-from tasks.parse.pandoc import pandoc_failure, use_bundled_pandoc
+from tasks.parse.pandoc import pandoc_elements, register_pandoc_format
 from tasks.parse.readers.office import office_blocks
-from tasks.parse.registry import Reading, ReadOptions, register
 
 # --- Metadata ----------------------------------------------------------------------------------
 
@@ -54,36 +51,11 @@ def read_odt(data: bytes) -> list[Block]:
     check_zip(data, ".odt", ("content.xml",), Reason.DAMAGED_FILE)
     if b"encryption-data" in (read_member(data, "META-INF/manifest.xml") or b""):
         raise LoadError(Reason.ENCRYPTED, "the .odt file is password-protected")
-    use_bundled_pandoc()
-    from unstructured.partition.odt import partition_odt
-
-    try:
-        elements = partition_odt(file=io.BytesIO(data), languages=[""])
-    except RuntimeError as exc:  # pandoc could not read it
-        raise pandoc_failure(exc) from None
-    return office_blocks(elements, "docx")
+    return office_blocks(pandoc_elements("odt", data), "docx")
 
 
-def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
-    blocks = read_odt(data)  # checks the archive first
-    return Reading(blocks, metadata=odt_metadata(data))
-
-
-def warm_up() -> None:
-    import unstructured.partition.odt  # noqa: F401
-
-    use_bundled_pandoc()
-
-
-register(
-    "odt",
-    _read,
-    (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE),
-    warm_up=warm_up,
-    code=(
-        "tasks.parse.readers.office",
-        "tasks.parse.archives",
-        "tasks.parse.pandoc",
-        "tasks.parse.metadata",
-    ),
-)
+# What read_odt raises, and the modules besides this one and tasks/parse/pandoc.py whose
+# code decides the output.
+REASONS = (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE)
+CODE = ("tasks.parse.readers.office", "tasks.parse.archives", "tasks.parse.metadata")
+register_pandoc_format("odt", read_odt, odt_metadata, REASONS, CODE)

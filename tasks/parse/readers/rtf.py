@@ -6,17 +6,15 @@ whose headings make the heading path as in HTML files. A file that does not star
 from __future__ import annotations
 
 import datetime as dt
-import io
 import re
 from typing import Any
 
 from tasks.core.reasons import Reason
-from tasks.core.records import Block, Metadata, SourceFile
-from tasks.parse.elements import NO_LANGUAGE_DETECTION, elements_to_blocks
+from tasks.core.records import Block, Metadata
+from tasks.parse.elements import elements_to_blocks
 from tasks.parse.errors import LoadError
 from tasks.parse.metadata import from_keys, one_line
-from tasks.parse.pandoc import pandoc_failure, use_bundled_pandoc
-from tasks.parse.registry import Reading, ReadOptions, register
+from tasks.parse.pandoc import pandoc_elements, register_pandoc_format
 
 # --- Metadata ----------------------------------------------------------------------------------
 
@@ -107,31 +105,11 @@ def read_rtf(data: bytes) -> list[Block]:
     """The blocks of an .rtf file; LoadError with its reason when unreadable."""
     if not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(RTF_MAGIC):
         raise LoadError(Reason.DAMAGED_FILE, "no {\\rtf header: not an RTF file")
-    use_bundled_pandoc()
-    from unstructured.partition.rtf import partition_rtf
-
-    try:
-        elements = partition_rtf(file=io.BytesIO(data), languages=NO_LANGUAGE_DETECTION)
-    except RuntimeError as exc:  # pandoc could not read it
-        raise pandoc_failure(exc) from None
-    return elements_to_blocks(elements)
+    return elements_to_blocks(pandoc_elements("rtf", data))
 
 
-def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
-    blocks = read_rtf(data)  # checks the header first
-    return Reading(blocks, metadata=rtf_metadata(data))
-
-
-def warm_up() -> None:
-    import unstructured.partition.rtf  # noqa: F401
-
-    use_bundled_pandoc()
-
-
-register(
-    "rtf",
-    _read,
-    (Reason.DAMAGED_FILE,),
-    warm_up=warm_up,
-    code=("tasks.parse.elements", "tasks.parse.pandoc", "tasks.parse.metadata"),
-)
+# What read_rtf raises, and the modules besides this one and tasks/parse/pandoc.py whose
+# code decides the output.
+REASONS = (Reason.DAMAGED_FILE,)
+CODE = ("tasks.parse.elements", "tasks.parse.metadata")
+register_pandoc_format("rtf", read_rtf, rtf_metadata, REASONS, CODE)
