@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.plugins import BACKENDS_GROUP, load_plugins
+from tasks.core.plugins import BACKENDS_GROUP, FORMATS_GROUP, READERS_GROUP, load_plugins
 from tasks.embed.registry import Backend, register
 
 from .conftest import ROOT
@@ -46,12 +46,38 @@ register(
 """
 
 
-def _distribution(site: Path, group: str, name: str, module: str) -> None:
-    """An installed distribution in `site` whose entry point `name` of `group` is `module`."""
+# A third party's format: its facts in a module that imports only tasks.core.formats, its
+# reader beside them.
+THIRD_PARTY_FORMAT = """
+from tasks.core.formats import Format
+
+FORMAT = Format("toy", "text/x-toy", (".toy",))
+"""
+
+THIRD_PARTY_READER = """
+from tasks.core.records import Block, Metadata
+from tasks.parse.registry import Reading, register
+
+
+def read_toy(source, data, options):
+    first, _, rest = data.decode("utf-8").partition("\\n")
+    title = first.removeprefix("title:").strip()
+    return Reading([Block(rest.strip())], metadata=Metadata(title=title))
+
+
+register("toy", read_toy, ())
+"""
+
+
+def _distribution(site: Path, group: str, name: str, module: str, *more: str) -> None:
+    """An installed distribution in `site` whose entry point `name` of `group` is `module`
+    (`more`: further groups, names and modules, three by three)."""
     info = site / "third_party_ones-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: third-party-ones\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {module}\n", "utf-8")
+    points = (group, name, module, *more)
+    text = "".join(f"[{g}]\n{n} = {m}\n" for g, n, m in zip(*[iter(points)] * 3, strict=True))
+    (info / "entry_points.txt").write_text(text, "utf-8")
 
 
 def test_a_package_of_modules_is_imported_in_name_order_by_suffix(tmp_path, monkeypatch):
@@ -109,3 +135,69 @@ def test_a_backend_says_which_module_registers_it():
     )
     with pytest.raises(ValueError, match="module=__name__"):
         register(backend)
+
+
+def test_another_package_adds_a_format_by_its_entry_points(tmp_path):
+    """A fresh interpreter with a third party's distribution on its path: `.toy` files are
+    found, `--type toy` is known, and the files are read by the package's reader, with no
+    line of this repository changed."""
+    site = tmp_path / "site"
+    (site / "toy_package").mkdir(parents=True)
+    (site / "toy_package" / "__init__.py").write_text("", "utf-8")
+    (site / "toy_package" / "toy_format.py").write_text(THIRD_PARTY_FORMAT, "utf-8")
+    (site / "toy_package" / "toy_reader.py").write_text(THIRD_PARTY_READER, "utf-8")
+    _distribution(
+        site,
+        FORMATS_GROUP,
+        "toy",
+        "toy_package.toy_format:FORMAT",
+        READERS_GROUP,
+        "toy",
+        "toy_package.toy_reader",
+    )
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "note.toy").write_text("title: A toy note\nPelicans fly in lines.\n", "utf-8")
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(site)!r})
+        from tasks.core.formats import MIME_TYPES
+        from tasks.ingest.discover import discover
+        from tasks.parse.document import load_document
+        from tasks.search.params import SearchParams
+        [source] = discover({str(folder)!r}).files
+        doc = load_document(source)
+        print(MIME_TYPES[".toy"], SearchParams(type="toy").mime_type, source.doc_id)
+        print(doc.status, doc.title, [block.text for block in doc.blocks])
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[:2] == [
+        "text/x-toy text/x-toy note.toy",
+        "indexed A toy note ['Pelicans fly in lines.']",
+    ]
+
+
+def test_a_format_entry_point_must_name_a_new_format(tmp_path, monkeypatch):
+    from tasks.core import formats
+
+    site = tmp_path / "site"
+    (site / "clash_package").mkdir(parents=True)
+    (site / "clash_package" / "__init__.py").write_text(
+        "from tasks.core.formats import Format\n"
+        "MARKDOWN = Format('md2', 'text/x-md2', ('.md',))\nNOT_ONE = 'md'\n",
+        "utf-8",
+    )
+    _distribution(site, FORMATS_GROUP, "md2", "clash_package:MARKDOWN")
+    monkeypatch.syspath_prepend(str(site))
+    with pytest.raises(ValueError, match="'md2' takes a name or suffix"):
+        formats.installed_formats(formats.BUILT_IN)
+    (site / "third_party_ones-0.1.dist-info" / "entry_points.txt").write_text(
+        f"[{FORMATS_GROUP}]\nmd = clash_package:NOT_ONE\n", "utf-8"
+    )
+    with pytest.raises(ValueError, match="names no Format"):
+        formats.installed_formats(formats.BUILT_IN)

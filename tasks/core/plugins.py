@@ -9,7 +9,14 @@ repository; in its pyproject.toml:
     [project.entry-points."doc_indexer.backends"]
     my-model = "my_package.my_backend"
 
-(`doc_indexer.readers` for a format, whose plain facts also go in tasks/core/formats.py).
+A format takes two: its reader module under `doc_indexer.readers`, and its plain facts (a
+`tasks.core.formats.Format`, in a module that imports nothing else of this repository) under
+`doc_indexer.formats`, read by tasks/core/formats.py where discovery and search need them:
+
+    [project.entry-points."doc_indexer.readers"]
+    toy = "my_package.toy_reader"
+    [project.entry-points."doc_indexer.formats"]
+    toy = "my_package.toy_format:FORMAT"
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from importlib.metadata import entry_points
 
 READERS_GROUP = "doc_indexer.readers"
 BACKENDS_GROUP = "doc_indexer.backends"
+FORMATS_GROUP = "doc_indexer.formats"
 
 
 def load_plugins(package: str, group: str, suffix: str = "") -> list[str]:

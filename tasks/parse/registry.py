@@ -13,7 +13,8 @@ parser process warms up every reader, and the load step's cache key covers every
 (tasks/ingest/cache_keys.py).
 
 Adding a format is one line in tasks/core/formats.py and one module here that calls `register`
-(plus its test); `readers()` refuses a format without a reader and a reader without a format.
+(plus its test); another package names the two under entry points instead (tasks/core/plugins.py).
+`readers()` refuses a format without a reader and a reader without a format.
 Reader modules import their parsers inside functions: the registry is loaded by processes
 that parse nothing (a run that finds nothing changed computes cache keys).
 
@@ -122,7 +123,10 @@ def register(
     `code` names the modules besides the read function's own whose code decides the output.
     """
     if name not in _FORMATS:
-        raise ValueError(f"no format {name!r} in tasks/core/formats.py; declare it there first")
+        raise ValueError(
+            f"no format {name!r} in tasks/core/formats.py (nor its entry points); "
+            "declare it there first"
+        )
     if name in _REGISTERED:
         raise ValueError(f"format {name!r} has two readers")
     modules = tuple(dict.fromkeys((read.__module__, *code)))
