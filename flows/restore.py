@@ -22,11 +22,12 @@ from tasks.core.options import add_options, flow_parameters, parse_options, posi
 from tasks.core.prefect_compat import prompt_heartbeats
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError, DatasetOption
+from tasks.dataset.lock import LockOption
 
 prompt_heartbeats()  # a flow run returns when its work is done, not up to 1 s later
 
 
-class RestoreRequest(DatasetOption):
+class RestoreRequest(LockOption, DatasetOption):
     tag: str = positional("the run tag to restore (see --list)")
 
 
@@ -34,7 +35,9 @@ class RestoreRequest(DatasetOption):
 @flow_parameters(RestoreRequest)
 def restore(request: RestoreRequest) -> int:
     """Make the tagged versions current; returns the new chunks table version."""
-    version = Dataset(request.index_uri).restore(request.tag)
+    dataset = Dataset(request.index_uri)
+    with dataset.lock(request.lock_timeout, get_run_logger()):  # runs writing it wait
+        version = dataset.restore(request.tag)
     get_run_logger().info(
         "restored %s to %s (chunks table version %d)", request.index_uri, request.tag, version
     )
@@ -51,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.list and not args.tag:
         parser.error("give a TAG to restore, or --list")
     index_uri = parse_options(parser, args, DatasetOption).index_uri
+    lock_timeout = parse_options(parser, args, LockOption).lock_timeout
 
     def run() -> int:
         tags = Dataset(index_uri).run_tags()
@@ -60,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.tag not in tags:
             raise DatasetError(f"no tag {args.tag!r} in {index_uri}; see --list")
-        version = restore(tag=args.tag, index_uri=index_uri)
+        version = restore(tag=args.tag, index_uri=index_uri, lock_timeout=lock_timeout)
         print(f"restored {index_uri} to {args.tag} (chunks table version {version})")
         return 0
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from flows.prefect_settings import configured_api_url, user_settings
 from tasks.core import prefect_compat
+from tasks.core.prefect_api import TEMPORARY_API_ENV
 from tasks.core.prefect_compat import DATABASE_FILE, REGISTER_BLOCKS, SERVER_ENV
 
 PORTS = range(8000, 9000)  # where Prefect's own temporary servers go
@@ -145,7 +146,8 @@ class TemporaryServer:
         env = {**os.environ, **ours, **SERVER_ENV}
         command = prefect_compat.server_command(self.port)
         process = subprocess.Popen(_stopping_with_this_process(command), env=env)
-        os.environ["PREFECT_API_URL"] = f"{self.address}/api"
+        # named as this command's own too: not a shared API (tasks/core/prefect_api.py)
+        os.environ["PREFECT_API_URL"] = os.environ[TEMPORARY_API_ENV] = f"{self.address}/api"
         return process
 
     def wait_until_ready(self) -> None:

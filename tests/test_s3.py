@@ -17,7 +17,6 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-import tasks.dataset.location as location_module
 import tasks.dataset.upkeep as upkeep_module
 from flows import evaluate as evaluate_cli
 from flows import query as query_cli
@@ -65,20 +64,6 @@ def test_local_paths_and_object_store_uris_are_told_apart(tmp_path):
     assert local_path(f"file://{tmp_path}") == tmp_path
     assert local_path(URI) is None
     assert lock_file(str(tmp_path)) == tmp_path / ".ingest.lock"
-    digest = hashlib.sha256(URI.encode()).hexdigest()[:16]
-    assert lock_file(URI) == lock_file(URI + "/") == location_module.LOCK_DIR / f"{digest}.lock"
-
-
-def test_runs_on_one_object_store_dataset_share_a_local_lock(tmp_path, monkeypatch):
-    monkeypatch.setattr(location_module, "LOCK_DIR", tmp_path / "locks")
-    logger = logging.getLogger("test-s3-lock")
-    with Dataset(URI).lock(timeout=5, logger=logger):
-        assert lock_file(URI).parent == tmp_path / "locks"
-        with pytest.raises(DatasetError, match="another ingest run is still writing"):
-            with Dataset(URI).lock(timeout=0.2, logger=logger):
-                pass
-        with Dataset(f"s3://{BUCKET}/other").lock(timeout=0.2, logger=logger):
-            pass  # another dataset has its own lock
 
 
 @pytest.fixture(scope="module")

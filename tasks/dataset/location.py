@@ -27,7 +27,7 @@ from tasks.core.options import Settings, option
 STORAGE_OPTIONS_ENV = "DOC_INDEXER_STORAGE_OPTIONS"
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_INDEX_URI = str(ROOT / "data" / "index")
-LOCK_DIR = ROOT / ".cache" / "locks"  # lock files of object-store datasets
+LOCK_DIR = ROOT / ".cache" / "locks"  # this machine's files about object-store datasets
 
 if TYPE_CHECKING:
     import lancedb
@@ -92,21 +92,18 @@ def connect(uri: str, consistency: timedelta | None = None) -> lancedb.DBConnect
 
 
 def lock_file(uri: str) -> Path:
-    """The file that serialises ingest runs on the dataset at `uri`.
-
-    A local dataset holds its own lock, next to the tables. An object store has no file lock,
-    so its lock is a local file named by a hash of the URI under LOCK_DIR: runs on this machine
-    wait for each other; runs on different machines rely on the deployment's concurrency limit.
-    """
+    """The lock file of the local dataset at `uri`, in its folder (tasks/dataset/lock.py). An
+    object-store dataset has no lock file: its lock holds across machines (a lock object in
+    the store or a Prefect concurrency limit)."""
     folder = local_path(uri)
-    if folder is not None:
-        return folder / ".ingest.lock"
-    return LOCK_DIR / f"{_digest(uri)}.lock"
+    if folder is None:
+        raise ValueError(f"{uri} is in an object store: its lock is not a local file")
+    return folder / ".ingest.lock"
 
 
 def service_file(uri: str) -> Path:
     """The file in which a search service of the dataset at `uri` says where it listens on
-    this machine (flows/service_client.py): beside the dataset's lock, in the dataset's
+    this machine (flows/service_client.py): beside the dataset's lock file, in the dataset's
     folder or, for an object store, under LOCK_DIR."""
     folder = local_path(uri)
     if folder is not None:
