@@ -4,9 +4,10 @@
 
 Tools search, read, sources and stats and the prompt answer_with_sources
 (flows/mcp_server.py). A search runs as in `python -m flows.query --serve`, with the
-service's default limits (k, question length, time limit: `flows.query --help`); the model
-and the dataset's vectors load once, at start. stdout carries the protocol only: the log and
-anything a library prints go to stderr.
+service's default limits (k, question length, time limit: `flows.query --help`), and the
+other tools within the same time limit; no rate limit (the one client is the agent that
+started this process). The model and the dataset's vectors load once, at start. stdout
+carries the protocol only: the log and anything a library prints go to stderr.
 """
 
 from __future__ import annotations

@@ -87,6 +87,8 @@ MCP_PATH = "/mcp"  # the MCP server over Streamable HTTP
 NO_RATE_LIMIT = "off"
 # The JSON-RPC error code of a refused MCP request (-32000 to -32099: the server's own).
 RATE_LIMITED = -32000
+# The most clients remembered as being refused (each flood is logged once, when it starts).
+MAX_REFUSING = 10_000
 
 log = logging.getLogger(__name__)
 
@@ -531,6 +533,8 @@ class RateLimit:
         reset = max(self.limiter.get_window_stats(rate, client).reset_time for rate in over)
         wait = max(1, math.ceil(reset - time.time()))
         if client not in self.refusing:
+            if len(self.refusing) >= MAX_REFUSING:  # many flooding addresses: start again
+                self.refusing.clear()
             self.refusing.add(client)
             log.warning("refusing requests from %s: over %s", client, over[0])
         await self.too_many(over[0], wait, scope["path"])(scope, receive, send)
