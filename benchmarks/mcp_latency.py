@@ -6,13 +6,16 @@ The dataset is benchmarks/query.py's (its rows, written and finalized as an inge
 the default model's vectors, XQuAD questions in English and Chinese in turn; `--smoke`: its
 data/sample passages and questions, 400 rows, no ../shared). One `python -m flows.query
 --serve` (no rate limit: the questions come as fast as it answers) is asked each question
-three times, in every mode, in turn (which goes first rotates): as `POST /search`, and as a
+four times, in every mode, in turn (which goes first rotates): as `POST /search`, and as a
 `search` tool call through the official `mcp` SDK's client over Streamable HTTP to /mcp in
 each of two sessions kept open as an agent keeps them: the client's default (it discovers
 the protocol version 2026-07-28 and sends each call on its own) and `mode="legacy"` (the
 initialize handshake of 2025-11-25, what desktop agents of 2025 speak; the service is
 stateless, so each call is still a POST of its own). All go through one HTTP library
 (httpx2, the SDK's transport) with keep-alive, from one asyncio loop.
+
+A fourth way, `mcp_by_hand`, sends the same tool call as one JSON-RPC POST to /mcp written
+here (no SDK client): the server's share of the difference, the rest being the client's.
 
 Prints per mode p50/p95 of each, and of the difference of each question's MCP call and its
 POST; the hits are checked to be the same. Also the time to open each MCP session and the
@@ -47,6 +50,12 @@ K = 10  # hits per question, as benchmarks/query.py asks
 WARMUP = 5  # questions asked every way before the timing, per mode
 # The MCP sessions: name → the SDK client's connect mode.
 SESSIONS = {"mcp": "auto", "mcp_legacy": "legacy"}
+# A tools/call sent by hand, as a client of the 2025-11-25 protocol sends it to a stateless
+# server (no session to open).
+BY_HAND_HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-11-25",
+}
 
 
 def summary(milliseconds: list[float]) -> dict[str, float]:
@@ -81,7 +90,19 @@ async def measure(base: str, questions: list[str]) -> dict[str, Any]:
 
             return call
 
-        calls = {"post": post, **{name: tool(client) for name, client in sessions.items()}}
+        async def by_hand(body: dict[str, Any]) -> list[dict[str, Any]]:
+            """The tool call as one JSON-RPC POST written here: the server's share alone."""
+            call = {"name": "search", "arguments": body}
+            message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+            response = await http.post("/mcp", json=message, headers=BY_HAND_HEADERS)
+            response.raise_for_status()
+            return response.json()["result"]["structuredContent"]["hits"]
+
+        calls = {
+            "post": post,
+            "mcp_by_hand": by_hand,
+            **{name: tool(client) for name, client in sessions.items()},
+        }
         for mode in MODES:
             bodies = [{"text": q, "k": K, "mode": mode} for q in questions]
             for body in bodies[:WARMUP]:
@@ -99,7 +120,7 @@ async def measure(base: str, questions: list[str]) -> dict[str, Any]:
                 if any(hits != found["post"] for hits in found.values()):
                     raise RuntimeError(f"MCP and POST /search differ for {body}")
             report[mode] = {name: summary(times[name]) for name in calls}
-            for name in sessions:
+            for name in ["mcp_by_hand", *sessions]:
                 extra = [m - p for m, p in zip(times[name], times["post"], strict=True)]
                 report[mode][f"{name}_minus_post"] = summary(extra)
     return report
@@ -146,7 +167,8 @@ def main() -> int:
         f"a mode, k={K}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; "
         f"MCP sessions opened in: {opened}"
     )
-    columns = ["post", *SESSIONS, *(f"{name}_minus_post" for name in SESSIONS)]
+    shown = ["mcp_by_hand", *SESSIONS]
+    columns = ["post", *shown, *(f"{name}_minus_post" for name in shown)]
     print("p50 / p95 ms  " + " | ".join(f"{name:>17}" for name in columns))
     for mode in MODES:
         row = report[mode]
