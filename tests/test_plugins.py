@@ -95,35 +95,6 @@ def test_a_package_of_modules_is_imported_in_name_order_by_suffix(tmp_path, monk
     assert "some_plugins.helper" not in sys.modules
 
 
-def test_another_package_adds_an_embedding_backend_by_its_entry_point(tmp_path):
-    """A fresh interpreter with a third party's distribution on its path: `--model ones`
-    is known, listed, loaded and recorded, with no line of this repository changed."""
-    site = tmp_path / "site"
-    (site / "ones_package").mkdir(parents=True)
-    (site / "ones_package" / "__init__.py").write_text("", "utf-8")
-    (site / "ones_package" / "ones_backend.py").write_text(THIRD_PARTY_BACKEND, "utf-8")
-    _distribution(site, BACKENDS_GROUP, "ones", "ones_package.ones_backend")
-    script = textwrap.dedent(
-        f"""
-        import sys
-        sys.path.insert(0, {str(site)!r})
-        from tasks.embed.models import BACKENDS, get_embedder, known_specs, model_info
-        print(BACKENDS["ones"].module, model_info("ones").model_id)
-        print(get_embedder("ones").encode(["a b"]).tolist())
-        print("ones:MODEL" in known_specs())
-        """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[:3] == [
-        "ones_package.ones_backend third-party/ones",
-        "[[0.5, 0.5, 0.5, 0.5]]",
-        "True",
-    ]
-
-
 def test_a_backend_says_which_module_registers_it():
     backend = Backend(
         name="nameless",
@@ -137,23 +108,29 @@ def test_a_backend_says_which_module_registers_it():
         register(backend)
 
 
-def test_another_package_adds_a_format_by_its_entry_points(tmp_path):
-    """A fresh interpreter with a third party's distribution on its path: `.toy` files are
-    found, `--type toy` is known, and the files are read by the package's reader, with no
-    line of this repository changed."""
+def test_another_package_adds_a_model_and_a_format_by_their_entry_points(tmp_path):
+    """A fresh interpreter with a third party's distribution on its path, with no line of
+    this repository changed: `--model ones` is known, listed, loaded and recorded; `.toy`
+    files are found, `--type toy` is known, and the files are read by the package's reader.
+    (One interpreter for both: each start imports the project.)"""
     site = tmp_path / "site"
-    (site / "toy_package").mkdir(parents=True)
-    (site / "toy_package" / "__init__.py").write_text("", "utf-8")
-    (site / "toy_package" / "toy_format.py").write_text(THIRD_PARTY_FORMAT, "utf-8")
-    (site / "toy_package" / "toy_reader.py").write_text(THIRD_PARTY_READER, "utf-8")
+    package = site / "ones_package"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("", "utf-8")
+    (package / "ones_backend.py").write_text(THIRD_PARTY_BACKEND, "utf-8")
+    (package / "toy_format.py").write_text(THIRD_PARTY_FORMAT, "utf-8")
+    (package / "toy_reader.py").write_text(THIRD_PARTY_READER, "utf-8")
     _distribution(
         site,
+        BACKENDS_GROUP,
+        "ones",
+        "ones_package.ones_backend",
         FORMATS_GROUP,
         "toy",
-        "toy_package.toy_format:FORMAT",
+        "ones_package.toy_format:FORMAT",
         READERS_GROUP,
         "toy",
-        "toy_package.toy_reader",
+        "ones_package.toy_reader",
     )
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -162,6 +139,10 @@ def test_another_package_adds_a_format_by_its_entry_points(tmp_path):
         f"""
         import sys
         sys.path.insert(0, {str(site)!r})
+        from tasks.embed.models import BACKENDS, get_embedder, known_specs, model_info
+        print(BACKENDS["ones"].module, model_info("ones").model_id)
+        print(get_embedder("ones").encode(["a b"]).tolist())
+        print("ones:MODEL" in known_specs())
         from tasks.core.formats import MIME_TYPES
         from tasks.ingest.discover import discover
         from tasks.parse.document import load_document
@@ -176,7 +157,10 @@ def test_another_package_adds_a_format_by_its_entry_points(tmp_path):
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[:2] == [
+    assert done.stdout.split("\n")[:5] == [
+        "ones_package.ones_backend third-party/ones",
+        "[[0.5, 0.5, 0.5, 0.5]]",
+        "True",
         "text/x-toy text/x-toy note.toy",
         "indexed A toy note ['Pelicans fly in lines.']",
     ]
