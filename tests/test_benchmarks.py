@@ -223,6 +223,17 @@ def check_kills(out: str) -> None:
     )
 
 
+def check_lock(out: str) -> None:
+    """Each kind of dataset lock taken and released (benchmarks/lock.py)."""
+    assert_lines(
+        out,
+        r"lock +rounds +median ms +p90 ms +first ms",
+        r"file lock \(local dataset\) +3 +[\d.]+ +[\d.]+ +[\d.]+",
+        r"lock object \(moto S3\) +3 +[\d.]+ +[\d.]+ +[\d.]+",
+        r"Prefect concurrency limit +3 +[\d.]+ +[\d.]+ +[\d.]+",
+    )
+
+
 def check_watch(out: str) -> None:
     """The edit found by a query, a burst applied whole, the idle watcher measured."""
     assert_lines(
@@ -296,6 +307,7 @@ SMOKE = {
     "scale": Smoke(check_scale, test_server=True),
     "incremental": Smoke(check_incremental, test_server=True),
     "object_sources": Smoke(check_object_sources, test_server=True),
+    "lock": Smoke(check_lock, test_server=True),
     "quality": Smoke(
         check_quality, ("--tune",), test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")
     ),

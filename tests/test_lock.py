@@ -225,6 +225,34 @@ def test_without_a_shared_prefect_api_an_object_store_dataset_takes_the_lock_obj
         assert lock_record(uri)["holder"]["pid"] == PID
 
 
+# -- the Prefect concurrency limit -------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_a_prefect_limit_takes_one_holder_and_a_timed_out_run_names_it(uri, prefect_backend):
+    from prefect import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
+
+    from tasks.dataset.prefect_lock import holder_variable, limit_name, prefect_lock
+
+    name = limit_name(uri)
+    assert "/" not in name and name.startswith("doc-indexer:s3:doc-indexer-lock:")
+    assert re.fullmatch(r"[a-z0-9_-]+", holder_variable(uri))
+    with prefect_lock(uri, 5, logger, lease_s=60):
+        for timeout in (0, 1):
+            with pytest.raises(DatasetError, match=f"held by pid {PID} on {HOST}, since "):
+                with prefect_lock(uri, timeout, logger, lease_s=60):
+                    pytest.fail("a second holder")
+    with prefect_lock(uri, 0, logger, lease_s=60):  # released: free at once
+        pass
+    with get_client(sync_client=True) as client:
+        client.update_global_concurrency_limit(name, GlobalConcurrencyLimitUpdate(limit=2))
+        with pytest.raises(DatasetError, match="must be active with one slot .*--limit 1"):
+            with prefect_lock(uri, 5, logger, lease_s=60):
+                pass
+        client.delete_global_concurrency_limit_by_name(name)
+
+
 # -- two ingest runs at once ------------------------------------------------------------------
 
 DOCUMENTS = {
