@@ -1,3 +1,4 @@
+# Over 300 lines: the lock object, the Prefect limit and the runs at once share one moto server.
 """The dataset lock across machines (issue 38): runs that write one dataset never overlap.
 
 Against moto's S3 server on 127.0.0.1: the lock object (tasks/dataset/store_lock.py) taken,
