@@ -86,6 +86,22 @@ def check_query(out: str) -> None:
     assert report["vector_index"] is False
 
 
+def check_mcp_latency(out: str) -> None:
+    """Every mode answers POST /search, the tool call sent by hand and both SDK sessions'
+    calls (the script fails unless their hits are the same)."""
+    cell = r" *-?[\d.]+ / +-?[\d.]+"
+    assert_lines(
+        out,
+        r"400 chunks \(written and finalized in [\d.]+ s\), 4 questions a mode, k=10; .*",
+        *(rf"{mode:<12}  " + r" \| ".join([cell] * 7) for mode in MODES),
+    )
+    report = json_line(out)
+    assert (report["rows"], report["questions"]) == (400, 4)
+    assert set(report["session_open_ms"]) == {"mcp", "mcp_legacy"}
+    for mode in MODES:
+        assert {"post", "mcp_by_hand", "mcp", "mcp_legacy", "mcp_minus_post"} <= set(report[mode])
+
+
 def check_embedders(out: str) -> None:
     """The default's parts are timed; every backend, and the per-token one with 2 worker
     threads, encodes the chunks."""
@@ -313,6 +329,7 @@ SMOKE = {
     ),
     "designs": Smoke(check_designs, test_server=True, shared=("eval/xquad-en", "eval/xquad-zh")),
     "query": Smoke(check_query, ("--sweep",)),
+    "mcp_latency": Smoke(check_mcp_latency),
     "rerank": Smoke(check_rerank),
 }
 SMOKE_TESTED_ELSEWHERE = {"analysers": "tests/test_analysis.py"}
