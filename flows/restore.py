@@ -1,12 +1,12 @@
 """Restore flow: put the index back to the state a past ingest run left it in.
 
-    python -m flows.restore TAG [--index URI]
+    python -m flows.restore TAG [--index URI] [--lock-timeout SECONDS]
     python -m flows.restore --list [--index URI]
 
 Every ingest run that changed the dataset tags the versions it produced (`run-<UTC
 timestamp>`, named in its summary); the newest 10 are kept. Restoring commits those versions
 again as the current ones, for both the chunks table and the documents ledger, so the next
-ingest run picks up from there.
+ingest run picks up from there. A restore holds the dataset's lock, as an ingest run does.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def prefect_lock(uri: str, timeout: float, logger: Logger, lease_s: float) -> It
         slot = concurrency(
             name,
             timeout_seconds=timeout if timeout > 0 else None,
-            max_retries=0 if timeout == 0 else None,  # Prefect's timeout of 0 never tries
+            max_retries=0 if timeout == 0 else None,  # 0: one try (a passed deadline: none)
             lease_duration=max(lease_s, MIN_LEASE_S),
             strict=True,
             holder=lease_holder,
