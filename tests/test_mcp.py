@@ -2,8 +2,8 @@
 own client spawns `python -m flows.mcp` over a dataset built by the real ingest flow, lists
 the tools and the prompt, calls each, and gets the hits `python -m flows.query --json` prints;
 bad arguments are tool errors that say what was wrong. The same server over Streamable HTTP
-at /mcp of `--serve` gives the same hits (tests/test_service_token.py calls each of its
-tools there, behind the token)."""
+at /mcp of `--serve`: tests/test_search_page.py (the hits of the command line, on its
+ingest-built dataset) and tests/test_service_token.py (each tool, behind the token)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 from .commands import run_module
 from .conftest import ROOT
 from .test_cli_imports import no_prefect_api
-from .test_service import running_service
 
 pytestmark = pytest.mark.integration
 
@@ -145,29 +142,6 @@ def test_tools_have_schemas_and_search_gives_the_hits_of_the_command_line(datase
         assert json.loads(result.content[0].text) == result.structured_content
     assert results[0].structured_content["mode"] == "hybrid"
     assert results[1].structured_content["hits"][0]["doc_id"] == "bread.md"
-
-
-def test_the_server_over_http_gives_the_hits_of_the_command_line(dataset, tmp_path):
-    """The same server at /mcp of `python -m flows.query --serve`, through the SDK's client
-    over Streamable HTTP: its tools, and the hits `flows.query --json` prints."""
-    arguments, options = SEARCHES[0]
-
-    async def script(base: str) -> Any:
-        async with httpx2.AsyncClient(timeout=30) as http:
-            async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
-                listed = await client.list_tools()
-                return listed.tools, await client.call_tool("search", arguments)
-
-    with running_service(dataset, tmp_path) as service:
-        tools, result = asyncio.run(asyncio.wait_for(script(service.base), CALL_TIMEOUT))
-    assert {tool.name for tool in tools} == {"search", "read", "sources", "stats"}
-    assert not result.is_error, result.content
-    theirs = cli_hits(dataset, tmp_path, *options)
-    mine = result.structured_content["hits"]
-    assert mine and [h["chunk_id"] for h in mine] == [h["chunk_id"] for h in theirs]
-    for ours, cli in zip(mine, theirs, strict=True):
-        assert abs(ours["score"] - cli["score"]) <= 1e-6
-        assert {**ours, "score": 0} == {**cli, "score": 0}
 
 
 def test_read_sources_stats_and_the_prompt(dataset, tmp_path):

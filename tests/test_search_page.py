@@ -10,18 +10,24 @@ opens a hit's context and the dataset page. Screenshots: tests/output/search_pag
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from flows.search_page import COOKIE, page_cookie
 
 from .commands import run_module
 from .conftest import ROOT, SAMPLE
+from .test_mcp import cli_hits
 from .test_service import running_service
 from .test_ui import CHROMIUM_ARGS, chromium
 
@@ -108,6 +114,31 @@ def test_the_page_renders_hits_with_marks_and_escapes_document_text(service, dat
         f"{service.base}/search", json={"text": "ownership of tags", "mode": "fts"}
     ).json()
     assert hits_of(answer.text) == [hit["doc_id"] for hit in posted]
+
+
+def test_the_mcp_server_at_mcp_gives_the_hits_of_the_command_line(service, tmp_path):
+    """The service's MCP server over Streamable HTTP, through the SDK's client: its tools,
+    and a search's hits as `flows.query --json` prints them (tests/test_mcp.py: on stdio)."""
+    arguments = {"text": ENGLISH, "mode": "fts", "k": 3}
+
+    async def script() -> Any:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            transport = streamable_http_client(f"{service.base}/mcp", http_client=http)
+            async with Client(transport) as client:
+                return (await client.list_tools()).tools, await client.call_tool(
+                    "search", arguments
+                )
+
+    tools, result = asyncio.run(asyncio.wait_for(script(), 60))
+    assert {tool.name for tool in tools} == {"search", "read", "sources", "stats"}
+    assert not result.is_error, result.content
+    mine = result.structured_content["hits"]
+    theirs = cli_hits(service.uri, tmp_path, ENGLISH, "--mode", "fts", "-k", "3")
+    assert mine[0]["doc_id"] == "rust/ownership.md"
+    assert [h["chunk_id"] for h in mine] == [h["chunk_id"] for h in theirs]
+    for ours, cli in zip(mine, theirs, strict=True):
+        assert abs(ours["score"] - cli["score"]) <= 1e-6
+        assert {**ours, "score": 0} == {**cli, "score": 0}
 
 
 def test_a_question_in_the_page_is_escaped_and_limits_are_the_services(service):
