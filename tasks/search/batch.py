@@ -15,6 +15,7 @@ import numpy as np
 from tasks.search.hits import Hit
 from tasks.search.params import Mode, SearchParams
 from tasks.search.ranking import (
+    Query,
     Reading,
     Started,
     first_limit,
@@ -101,7 +102,8 @@ def search_batch(
             if i % LISTS_AHEAD == 0:  # the next block, while this one is ranked
                 ahead.start(i + LISTS_AHEAD, i + 2 * LISTS_AHEAD)
             vector, lists = ahead.take(i)
-            results.append(search_one(reading, text, vector, mode, params, scorer, lists))
+            query = Query(text, vector, mode)
+            results.append(search_one(reading, query, params, scorer, lists))
         return results
     finally:
         ahead.cancel()

@@ -35,6 +35,16 @@ class Reading:
     fusion: Fusion  # how hybrid mode weighs the lists for the dataset's model
 
 
+@dataclass(frozen=True)
+class Query:
+    """One question as it is ranked: its text, its vector (None in fts mode) and the mode (the
+    service's request calls its text a Question: tasks/search/request.py)."""
+
+    text: str
+    vector: np.ndarray | None
+    mode: Mode
+
+
 @dataclass
 class Started:
     """A question's lists for its first limit, started ahead of its ranking (none: not yet)."""
@@ -63,9 +73,7 @@ def start_text_list(reading: Reading, text: str, limit: int, floor: bool) -> Fut
 
 def search_one(
     reading: Reading,
-    text: str,
-    vector: np.ndarray | None,
-    mode: Mode,
+    query: Query,
     params: SearchParams,
     scorer: PairScorer | None,
     lists: Started,
@@ -76,27 +84,22 @@ def search_one(
     limit = first_limit(params)
     floor = params.min_score if scorer is None else None  # else a floor on the new score
     while True:
-        hits = ranked(reading, text, vector, mode, limit, floor, lists)
+        hits = ranked(reading, query, limit, floor, lists)
         if not params.per_doc or len(best_per_doc(hits)) >= params.k or len(hits) < limit:
             break
         limit, lists = limit * 4, Started()
     if scorer is not None:
-        hits = above(rerank(text, hits, scorer), params.min_score)
+        hits = above(rerank(query.text, hits, scorer), params.min_score)
     return (best_per_doc(hits) if params.per_doc else hits)[: params.k]
 
 
 def ranked(
-    reading: Reading,
-    text: str,
-    vector: np.ndarray | None,
-    mode: Mode,
-    limit: int,
-    min_score: float | None,
-    lists: Started,
+    reading: Reading, query: Query, limit: int, min_score: float | None, lists: Started
 ) -> list[Hit]:
-    """Up to `limit` hits in `mode`, each at or above `min_score` (a floor on the cosine in
-    vector and hybrid mode, on BM25 in fts mode), from the lists in `lists` where they were
-    started already."""
+    """Up to `limit` hits in the query's mode, each at or above `min_score` (a floor on the
+    cosine in vector and hybrid mode, on BM25 in fts mode), from the lists in `lists` where
+    they were started already."""
+    text, vector, mode = query.text, query.vector, query.mode
     if mode == "fts":
         return above(query_loop.run(reading.source.text_hits(text, limit)), min_score)
     assert vector is not None
