@@ -22,7 +22,8 @@ from flows.ingest import ingest
 from tasks.core.reasons import Reason
 from tasks.dataset.location import STORAGE_OPTIONS_ENV, connect
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
-from tasks.ingest.object_sources import COPIES, error_line, resolve_source
+from tasks.ingest.discover import ScanSettings, discover
+from tasks.ingest.object_sources import COPIES, discard_copies, error_line, resolve_source
 
 BUCKET = "doc-sources"
 PDF_TEXT = b"%PDF-1.4 truncated: no objects, no trailer"
@@ -151,6 +152,20 @@ def test_an_unreachable_store_is_one_line_naming_the_url(store, prefect_backend,
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: cannot list the documents at s3://no-such-bucket/docs: ")
     assert err.endswith("NoSuchBucket") and "\n" not in err
+
+
+def test_a_scan_of_some_paths_lists_and_reads_only_those(store):
+    client, server = store
+    for key in ("a.md", "sub/b.md", "sub/c.md", "other/d.md"):
+        _put(client, f"scoped/{key}", f"# {key}\n".encode())
+    server.gets.clear()
+    paths = ScanSettings(paths=["sub", "a.md", "gone.md"])
+    scan = discover(f"s3://{BUCKET}/scoped", None, paths)
+    assert [source.doc_id for source in scan.files] == ["a.md", "sub/b.md", "sub/c.md"]
+    assert scan.scope == ("a.md", "gone.md", "sub")
+    assert set(server.gets) == {"scoped/a.md", "scoped/sub/b.md", "scoped/sub/c.md"}
+    discard_copies(scan.files)
+    assert _copies_left() == []
 
 
 def test_object_urls_are_taken_as_they_are_and_cannot_be_watched(tmp_path, capsys):
