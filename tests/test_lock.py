@@ -254,6 +254,28 @@ def test_a_prefect_limit_takes_one_holder_and_a_timed_out_run_names_it(uri, pref
         client.delete_global_concurrency_limit_by_name(name)
 
 
+@pytest.mark.integration
+def test_a_run_with_a_prefect_api_waits_for_a_holder_without_one(uri, prefect_backend):
+    """Machines with and without the Prefect API keep apart: the lock object is taken inside
+    the concurrency limit."""
+    from prefect import get_client
+
+    from tasks.dataset.prefect_lock import limit_name
+
+    def slots_taken() -> int:
+        with get_client(sync_client=True) as client:
+            return client.read_global_concurrency_limit_by_name(limit_name(uri)).active_slots
+
+    with store_lock(uri, 5, logger, lease_s=60):  # a run on a machine without the API
+        with pytest.raises(DatasetError, match=f"held by pid {PID} on {HOST}, since "):
+            with ingest_lock(uri, 0.5, logger):
+                pytest.fail("a second holder")
+    assert slots_taken() == 0  # the limit's slot went back with the failed attempt
+    with ingest_lock(uri, 5, logger):
+        assert lock_record(uri)["released"] is False and slots_taken() == 1
+    assert lock_record(uri)["released"] is True and slots_taken() == 0
+
+
 # -- two ingest runs at once ------------------------------------------------------------------
 
 DOCUMENTS = {
@@ -336,8 +358,13 @@ def two_runs_at_once(corpus: Path, uri: str, env: dict, tmp_path: Path, lease_s:
     for run, log in zip(runs, logs, strict=True):
         assert run.wait(300) == 0, tail(log)
     texts = [log.read_text(errors="replace") for log in logs]
-    times = sorted(hold_times(texts[0]) + hold_times(texts[1]))
-    assert [what for _, what in times] == ["holding", "released"] * 2, texts
+    spans = []  # each run's hold: from its first lock taken to its last released
+    for text in texts:
+        times = hold_times(text)
+        assert {what for _, what in times} == {"holding", "released"}, text
+        spans.append((min(t for t, w in times if w == "holding"), max(t for t, _ in times)))
+    first, second = sorted(spans)
+    assert first[1] <= second[0], texts  # one after the other
     counts = sorted(re.search(r"files: (\d+ seen, .*?);", text).group(1) for text in texts)  # type: ignore
     assert counts == [  # the second run read the ledger the first left
         "3 seen, 0 indexed, 3 unchanged, 0 empty, 0 failed, 0 removed",
@@ -375,5 +402,4 @@ def test_two_ingest_runs_with_a_prefect_api_take_turns_on_its_concurrency_limit(
         limit = client.read_global_concurrency_limit_by_name(limit_name(uri))
     assert (limit.limit, limit.active, limit.active_slots) == (1, True, 0)
     assert Variable.get(holder_variable(uri)) is None  # no holder recorded once released
-    with pytest.raises(FileNotFoundError):  # no lock object: the limit was the lock
-        obstore.get(open_store(uri), LOCK_OBJECT)
+    assert lock_record(uri)["released"] is True  # the lock object too, inside the limit

@@ -3,10 +3,12 @@
 Which lock depends on where the dataset is and on the Prefect API:
 
 - a local dataset: a file lock in its folder (`tasks.dataset.location.lock_file`);
-- an object-store dataset with a shared Prefect API (`tasks.core.prefect_api`): a Prefect
-  global concurrency limit of one slot named after the dataset (tasks/dataset/prefect_lock.py);
-- an object-store dataset without one: a lock object in the store, written with conditional
-  puts and held by a lease (tasks/dataset/store_lock.py).
+- an object-store dataset: a lock object in the store, written with conditional puts and held
+  by a lease (tasks/dataset/store_lock.py); with a shared Prefect API
+  (`tasks.core.prefect_api`) first a Prefect global concurrency limit of one slot named after
+  the dataset (tasks/dataset/prefect_lock.py), so that the runs of that API wait for each
+  other where its UI shows them, and the lock object keeps them apart from runs on machines
+  with another API or none.
 
 The last two hold across machines. A run that waits says who holds the lock; one that cannot
 get it within its timeout fails with a DatasetError naming the holder (host, pid, run, since
@@ -21,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -62,14 +64,25 @@ def ingest_lock(uri: str, timeout: float, logger: Logger) -> AbstractContextMana
     if local_path(uri) is not None:
         return file_lock(uri, timeout, logger)
     from tasks.core.prefect_api import shared_api_url
-
-    if shared_api_url() is not None:
-        from tasks.dataset.prefect_lock import prefect_lock
-
-        return prefect_lock(uri, timeout, logger, lease_seconds())
     from tasks.dataset.store_lock import store_lock
 
-    return store_lock(uri, timeout, logger, lease_seconds())
+    lease = lease_seconds()
+    if shared_api_url() is None:
+        return store_lock(uri, timeout, logger, lease)
+    from tasks.dataset.prefect_lock import prefect_lock
+
+    return in_turn(
+        prefect_lock(uri, timeout, logger, lease), store_lock(uri, timeout, logger, lease)
+    )
+
+
+@contextmanager
+def in_turn(*locks: AbstractContextManager[None]) -> Iterator[None]:
+    """Hold each lock, taken in order (released in reverse)."""
+    with ExitStack() as stack:
+        for lock in locks:
+            stack.enter_context(lock)
+        yield
 
 
 @contextmanager
