@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from flows import temporary_server
+from benchmarks.support.prefect_api import prefect_api_in
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import VECTOR_COLUMN
 from tasks.ingest.audit import audit
@@ -145,11 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     kills = SMOKE_KILLS if args.smoke else KILLS
     with tempfile.TemporaryDirectory(prefix="doc-indexer-kills-") as scratch:
         work = Path(scratch)
-        if "PREFECT_API_URL" not in os.environ:  # one server for every run, in a new home
-            os.environ["PREFECT_HOME"] = str(work / "prefect-home")
-            server = temporary_server.start()
-            if server is not None:
-                server.wait_until_ready()
+        prefect_api_in(work)  # every run's, or a new home's temporary server
         env = {key: value for key, value in os.environ.items() if key != "DOC_INDEXER_CRASH"}
         folder, base = work / "docs", work / "base"
         folder.mkdir()

@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flows import temporary_server
+from benchmarks.support.prefect_api import prefect_api_in
 
 if TYPE_CHECKING:
     from moto.server import ThreadedMotoServer
@@ -73,11 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (3 if args.smoke else 30)
     with tempfile.TemporaryDirectory(prefix="doc-indexer-lock-") as scratch:
         work = Path(scratch)
-        if "PREFECT_API_URL" not in os.environ:  # a server of its own, in a new home
-            os.environ["PREFECT_HOME"] = str(work / "prefect-home")
-            server = temporary_server.start()
-            if server is not None:
-                server.wait_until_ready()
+        prefect_api_in(work)  # every run's, or a new home's temporary server
         from tasks.dataset.lock import file_lock
         from tasks.dataset.prefect_lock import prefect_lock
         from tasks.dataset.store_lock import store_lock
