@@ -32,6 +32,7 @@ from tasks.core.options import add_options, flow_parameters, option, parse_optio
 from tasks.core.prefect_compat import prompt_heartbeats
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError, DatasetOption
+from tasks.dataset.lock import LockOption
 from tasks.ingest.audit import AuditReport, RepairPlan, audit, prepare_repair
 from tasks.ingest.discover import ScanSettings
 from tasks.ingest.object_sources import COPIES, resolve_source
@@ -45,7 +46,7 @@ audit_task = task(name="audit", cache_policy=NO_CACHE)(audit)
 prepare_repair_task = task(name="prepare-repair", cache_policy=NO_CACHE)(prepare_repair)
 
 
-class AuditRequest(ScanSettings, DatasetOption):
+class AuditRequest(ScanSettings, LockOption, DatasetOption):
     """Which dataset, against which folder (the scan options as the ingest runs had them)."""
 
     source_dir: str | None = option(
@@ -55,9 +56,6 @@ class AuditRequest(ScanSettings, DatasetOption):
         flag="--source",
     )
     repair: bool = option(False, "fix what the audit finds, then audit again")
-    lock_timeout: float = option(
-        3600.0, "seconds to wait for an ingest run on the same dataset (--repair)", ge=0
-    )
 
 
 def recorded_source(dataset: Dataset) -> str:

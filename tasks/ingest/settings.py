@@ -15,6 +15,7 @@ from pydantic import field_validator
 from tasks.core.options import Settings, option, positional
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetOption, local_path
+from tasks.dataset.lock import LockOption
 from tasks.dataset.object_store import is_object_url
 from tasks.embed.models import DEFAULT_MODEL, known_specs, model_spec_for, parse_spec
 from tasks.ingest.discover import ScanSettings
@@ -26,7 +27,7 @@ AUTO_MODEL = "auto"  # the dataset's own model; for a new dataset, DEFAULT_MODEL
 S = TypeVar("S", bound="RunSettings")
 
 
-class RunSettings(DatasetOption):
+class RunSettings(LockOption, DatasetOption):
     """What to index, where to, with which model."""
 
     source_dir: str = positional(
@@ -38,9 +39,6 @@ class RunSettings(DatasetOption):
         f"new one) or BACKEND:MODEL, where the backends are: {known_specs()}",
     )
     rebuild: bool = option(False, "drop the dataset's tables and index everything again")
-    lock_timeout: float = option(
-        3600.0, "seconds to wait for another ingest run on the same dataset", ge=0
-    )
 
     @field_validator("model")
     @classmethod
