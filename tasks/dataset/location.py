@@ -108,11 +108,11 @@ def service_file(uri: str) -> Path:
     folder = local_path(uri)
     if folder is not None:
         return folder / ".service.json"
-    return LOCK_DIR / f"{_digest(uri)}.service.json"
+    return LOCK_DIR / f"{uri_digest(uri)}.service.json"
 
 
-def _digest(uri: str) -> str:
-    """A short name for an object-store URI, for its files on this machine."""
+def uri_digest(uri: str) -> str:
+    """A short name for a dataset's URI: its files on this machine, its Prefect lock's names."""
     return hashlib.sha256(uri.rstrip("/").encode()).hexdigest()[:16]
 
 

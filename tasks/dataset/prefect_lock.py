@@ -17,7 +17,6 @@ tasks.dataset may use Prefect's public API but not import flows.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from tasks.dataset.holders import Holder, Logger, say_waiting, timed_out
-from tasks.dataset.location import DatasetError
+from tasks.dataset.location import DatasetError, uri_digest
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -35,20 +34,16 @@ PREFIX = "doc-indexer"
 BANNED = re.compile(r"[/%&<>]+")  # characters Prefect's names may not have
 
 
-def _digest(uri: str) -> str:
-    return hashlib.sha256(uri.rstrip("/").encode()).hexdigest()[:12]
-
-
 def limit_name(uri: str) -> str:
-    """The concurrency limit of the dataset at `uri`: doc-indexer:s3:bucket:idx:1a2b3c4d5e6f."""
+    """The concurrency limit of the dataset at `uri`: doc-indexer:s3:bucket:idx:1a2b3c4d5e6f7a8b."""
     readable = BANNED.sub(":", uri.rstrip("/").replace("://", ":"))
-    return f"{PREFIX}:{readable}:{_digest(uri)}"
+    return f"{PREFIX}:{readable}:{uri_digest(uri)}"
 
 
 def holder_variable(uri: str) -> str:
     """The Prefect variable naming the holder of the dataset's limit (lower case, digits,
     dashes and underscores only)."""
-    return f"{PREFIX}-lock-{_digest(uri)}"
+    return f"{PREFIX}-lock-{uri_digest(uri)}"
 
 
 @contextmanager
