@@ -26,7 +26,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed, State
 
-from flows.cli import exit_status
+from flows.cli import exit_process, exit_status
 from tasks.core.artifacts import publish_artifact
 from tasks.core.options import add_options, flow_parameters, option, parse_options
 from tasks.core.prefect_compat import prompt_heartbeats
@@ -138,4 +138,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

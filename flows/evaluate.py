@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +25,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from pydantic import field_validator
 
-from flows.cli import exit_status
+from flows.cli import exit_process, exit_status
 from flows.ingest import ingest
 from flows.query_flow import search_task
 from tasks.core.options import Settings, add_options, flow_parameters, option, parse_options
@@ -129,4 +128,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

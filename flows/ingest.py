@@ -123,4 +123,6 @@ def __getattr__(name: str) -> object:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from flows.cli import exit_process
+
+    exit_process(main())

@@ -16,7 +16,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from flows.cli import exit_status
+from flows.cli import exit_process, exit_status
 from tasks.core.options import add_options, parse_options
 from tasks.dataset.location import DatasetOption
 
@@ -69,4 +69,4 @@ def serve_stdio(index_uri: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -53,7 +53,7 @@ from dataclasses import asdict
 from typing import Any
 
 from flows import service_client, temporary_server
-from flows.cli import exit_status
+from flows.cli import exit_process, exit_status
 from flows.prefect_settings import configured_api_url
 from flows.render import render_markdown
 from flows.service import ServiceSettings
@@ -324,4 +324,4 @@ def _run_batch(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -12,12 +12,11 @@ ingest run picks up from there. A restore holds the dataset's lock, as an ingest
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 from prefect import flow, get_run_logger
 
-from flows.cli import exit_status
+from flows.cli import exit_process, exit_status
 from tasks.core.options import add_options, flow_parameters, parse_options, positional
 from tasks.core.prefect_compat import prompt_heartbeats
 from tasks.dataset.dataset import Dataset
@@ -72,4 +71,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flows import temporary_server
-from flows.cli import exit_status
+from flows.cli import exit_process, exit_status
 from flows.temporary_server import TemporaryServer
 from tasks.core.options import add_options, parse_options
 from tasks.dataset.location import DatasetError
@@ -180,4 +180,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())
