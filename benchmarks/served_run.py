@@ -1,6 +1,6 @@
 """A scheduled no-change ingest as `deployments.serve` runs it, against a running Prefect server.
 
-    .venv/bin/python -m benchmarks.served_run [--corpus DIR] [--index URI] [--runs N]
+    .venv/bin/python -m benchmarks.served_run [--corpus DIR] [--index URI] [--runs N] [--smoke]
 
 Starts a `prefect server start` on a free 127.0.0.1 port with its own home folder (as
 benchmarks/startup.py does), then `python -m deployments.serve` on the corpus and its
@@ -16,6 +16,10 @@ For every run it prints, from the run's own record in the API:
 
 The dataset is built first when missing (default: the one benchmarks/startup.py uses). Prints
 a table, the medians and one JSON line.
+
+`--smoke`: one run on benchmarks/startup.py's SMOKE_FILES copied to a temporary folder (no
+../shared), against the server PREFECT_API_URL names when it is set (a test's) instead of a
+new one, with no settling wait and the runner polling every second.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,7 +37,15 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.startup import CORPUS, ROOT, SERVER_SETTLES_S, _load, _run, _start_server
+from benchmarks.startup import (
+    CORPUS,
+    ROOT,
+    SERVER_SETTLES_S,
+    SMOKE_FILES,
+    _load,
+    _run,
+    _start_server,
+)
 
 NAME = "bench"
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
@@ -90,19 +103,31 @@ def main() -> int:
     parser.add_argument("--corpus", default=str(CORPUS), help="folder the deployment indexes")
     parser.add_argument("--index", help="its dataset (default: the one benchmarks.startup uses)")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true", help="one run on one file of data/sample")
     args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="doc-indexer-served-"))
+    if args.smoke:
+        args.runs, args.corpus = 1, str(home / "smoke-corpus")
+        args.index = args.index or str(home / "smoke-index")
+        Path(args.corpus).mkdir()
+        for path in SMOKE_FILES:
+            shutil.copyfile(path, Path(args.corpus) / path.name)
     corpus = Path(args.corpus).resolve()
     if not corpus.is_dir():
         print(f"skipped: corpus not found: {corpus} (../shared is not present)")
         return 0
     index = Path(args.index or ROOT / ".cache" / "bench" / f"{corpus.name}-index").resolve()
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    running = os.environ.get("PREFECT_API_URL") if args.smoke else None
     if not index.exists():
         print(f"building {index} from {corpus} …", file=sys.stderr, flush=True)
         _run(["-m", "flows.ingest", str(corpus), "--index", str(index)], env)
-    home = Path(tempfile.mkdtemp(prefix="doc-indexer-served-"))
-    server, api = _start_server(home / "server-home", env)
-    served_env = {**env, "PREFECT_HOME": str(home / "server-home"), "PREFECT_API_URL": api}
+    server, api = (None, running) if running else _start_server(home / "server-home", env)
+    served_env = {**env, "PREFECT_API_URL": api}
+    if server is not None:
+        served_env["PREFECT_HOME"] = str(home / "server-home")
+    if args.smoke:
+        served_env["PREFECT_RUNNER_POLL_FREQUENCY"] = "1"
     serving = subprocess.Popen(
         [sys.executable, "-m", "deployments.serve", "--source", str(corpus)]
         + ["--index", str(index), "--name", NAME, "--cron", "0 0 1 1 *"],  # due once a year
@@ -114,14 +139,15 @@ def main() -> int:
     try:
         deployment = _deployment_id(api, serving)
         _one_run(api, deployment)  # the first run registers what later runs find
-        time.sleep(SERVER_SETTLES_S)
+        time.sleep(0 if args.smoke else SERVER_SETTLES_S)
         load_at_start = _load()
         runs = [_one_run(api, deployment) for _ in range(args.runs)]
     finally:
         serving.terminate()
         serving.wait(60)
-        server.terminate()
-        server.wait(30)
+        if server is not None:
+            server.terminate()
+            server.wait(30)
     print(
         f"no-change ingest runs of deployment ingest/{NAME} served by deployments.serve; corpus "
         f"{corpus}; load average {load_at_start} at the start, {_load()} at the end"

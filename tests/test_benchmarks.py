@@ -227,6 +227,20 @@ def check_startup(out: str) -> None:
     assert {name: row["floor"] for name, row in report["commands"].items()} == rows
 
 
+def check_served_run(out: str) -> None:
+    """A no-change run of the served ingest deployment, completed, timed from its own record."""
+    assert_lines(
+        out,
+        r"no-change ingest runs of deployment ingest/bench served by deployments.serve; .*",
+        r" +run +state +process s +flow s +picked up after s",
+        r" +1 +COMPLETED( +[\d.]+){3}",
+        r"median( +[\d.]+){3}",
+    )
+    report = json_line(out)
+    assert [run["state"] for run in report["runs"]] == ["COMPLETED"]
+    assert report["medians"]["process s"] >= report["medians"]["flow s"] > 0
+
+
 def check_kills(out: str) -> None:
     """Killed at the smoke's point, resumed: the clean run's table and ledger, a clean audit."""
     assert_lines(
@@ -319,6 +333,7 @@ SMOKE = {
     "finalize_memory": Smoke(check_finalize_memory, ("--recall",)),
     "embedders": Smoke(check_embedders, ("--parts",)),
     "startup": Smoke(check_startup, test_server=True),
+    "served_run": Smoke(check_served_run, test_server=True),
     "watch": Smoke(check_watch, test_server=True),
     "scale": Smoke(check_scale, test_server=True),
     "incremental": Smoke(check_incremental, test_server=True),
