@@ -36,8 +36,8 @@ lint: install
 test: lint
 	$(PY) -m pytest -n 2 --dist loadfile --durations=30
 
-# The quick loop while changing code: no model, no Prefect engine. Two workers: the set takes
-# about 110 s of CPU in one process, 140 s in two (each collects), so at best about 70 s on
-# the 2-core machine instead of 110.
+# The quick loop while changing code: no model, no Prefect engine, nothing that waits out a
+# lease or loads torch (the markers in pyproject.toml). Two workers, each collecting the
+# whole set (about 8 s): under a minute on the 2-core machine (benchmarks/RESULTS.md).
 test-fast: install
-	$(PY) -m pytest -m "not integration and not model" -q -n 2
+	$(PY) -m pytest -m "not integration and not model and not slow" -q -n 2

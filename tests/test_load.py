@@ -274,6 +274,7 @@ def test_markdown_blocks_equal_those_of_unstructureds_partition_md():
     assert "https://example.org" not in str(linked) and linked[0].text == "See [it][ref]."
 
 
+@pytest.mark.slow
 def test_a_parser_process_starts_without_torch_and_can_still_read_pdfs():
     """spaCy's thinc would import torch (seconds of a parser's start) for layers the blank
     sentence splitter never uses; it is hidden while spaCy imports, so a parser process that

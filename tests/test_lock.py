@@ -100,6 +100,7 @@ def test_one_holder_at_a_time_and_a_timed_out_run_names_it(uri):
         assert lock_record(uri)["released"] is False
 
 
+@pytest.mark.slow
 def test_of_two_waiters_one_takes_the_lock_at_a_time(uri, caplog):
     inside, overlaps, taken = [], [], []
 
@@ -123,6 +124,7 @@ def test_of_two_waiters_one_takes_the_lock_at_a_time(uri, caplog):
     assert caplog.text.count("another ingest run holds the lock of") >= 2
 
 
+@pytest.mark.slow
 def test_a_holder_renews_its_lease_and_keeps_the_lock(uri):
     with store_lock(uri, 5, logger, lease_s=1.0):
         first = lock_record(uri)["writes"]
@@ -132,6 +134,7 @@ def test_a_holder_renews_its_lease_and_keeps_the_lock(uri):
         assert lock_record(uri)["writes"] > first + 3
 
 
+@pytest.mark.slow
 def test_a_lock_not_renewed_for_its_lease_is_taken_over_and_its_holder_fails(uri, caplog):
     stalled = StoreLock(uri, 1.0, logger)
     stalled.acquire(0)
@@ -147,6 +150,7 @@ def test_a_lock_not_renewed_for_its_lease_is_taken_over_and_its_holder_fails(uri
     )
 
 
+@pytest.mark.slow
 def test_a_lock_object_that_is_not_a_record_expires_after_a_lease(uri):
     obstore.put(open_store(uri), LOCK_OBJECT, b"")  # e.g. a local lock file copied over
     started = time.monotonic()
@@ -166,6 +170,7 @@ with store_lock(sys.argv[1], 0, logging.getLogger("holder"), lease_s=float(sys.a
 """
 
 
+@pytest.mark.slow
 def test_a_killed_holders_lease_expires(uri, moto_options, caplog):
     """A holder killed with SIGKILL (no release) keeps the lock one lease, then loses it."""
     env = {**os.environ, STORAGE_OPTIONS_ENV: moto_options}
@@ -187,6 +192,7 @@ def test_a_killed_holders_lease_expires(uri, moto_options, caplog):
     assert f"took over the lock of {uri} from pid {holder.pid} on {HOST}" in caplog.text
 
 
+@pytest.mark.slow
 def test_an_unreachable_store_is_a_clear_error(monkeypatch):
     options = {"endpoint": "http://127.0.0.1:9", "allow_http": True, "region": REGION}
     monkeypatch.setenv(STORAGE_OPTIONS_ENV, json.dumps({**options, **CREDENTIALS}))

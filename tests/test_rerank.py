@@ -117,6 +117,7 @@ def Searcher_(uri: str) -> Searcher:  # noqa: N802 - reads like the class it bui
     return Searcher(Dataset(uri))
 
 
+@pytest.mark.slow
 def test_a_cross_encoder_on_disk_reorders_the_candidates(index, tiny_cross_encoder):
     from sentence_transformers import CrossEncoder
 
@@ -137,6 +138,7 @@ def test_a_cross_encoder_on_disk_reorders_the_candidates(index, tiny_cross_encod
     assert cross_encoder(tiny_cross_encoder) is cross_encoder(tiny_cross_encoder + "/")
 
 
+@pytest.mark.slow
 def test_a_folder_without_a_usable_cross_encoder_is_a_clear_error(tmp_path):
     with pytest.raises(RerankerError, match="no cross-encoder at .*: not a folder"):
         cross_encoder(str(tmp_path / "missing"))
@@ -147,6 +149,7 @@ def test_a_folder_without_a_usable_cross_encoder_is_a_clear_error(tmp_path):
         cross_encoder(str(embedding_model))
 
 
+@pytest.mark.slow
 def test_the_command_line_reranks_and_refuses_a_bad_folder(
     index, tiny_cross_encoder, tmp_path, capsys
 ):
@@ -171,6 +174,7 @@ def test_the_command_line_reranks_and_refuses_a_bad_folder(
     assert "--rerank-depth: Input should be greater than or equal to 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_service_reranks_with_its_own_cross_encoder_only(
     index, tiny_cross_encoder, tmp_path, monkeypatch
 ):

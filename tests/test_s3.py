@@ -99,6 +99,7 @@ def _s3_options(client) -> str:
     return json.dumps({**options, **CREDENTIALS})
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:optimize\\(cleanup_older_than=0\\)")
 def test_upkeep_keeps_versions_and_objects_bounded_on_s3(s3, monkeypatch):
     """Full-text index, compaction, version cleanup, tags and restore work on the object store."""
