@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from email.message import EmailMessage
 
-from tasks.core.formats import TYPES
 from tasks.core.reasons import Reason, Status
 from tasks.ingest.discover import discover
+from tasks.parse.formats import TYPES
 from tasks.parse.registry import reader_for
 
 from .document_files import load_named, make_eml, make_odt, make_pdf, type_filter_hits

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.formats import TYPES
 from tasks.core.reasons import Reason, Status
 from tasks.ingest.discover import discover
 from tasks.parse.decode import decode_text
 from tasks.parse.document import load_document
+from tasks.parse.formats import TYPES
 
 from .conftest import ROOT, SAMPLE, SHARED, shared_path
 from .document_files import make_eml, make_epub, make_odt, make_rtf

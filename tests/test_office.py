@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.formats import TYPES
 from tasks.core.reasons import Reason, Status
 from tasks.core.records import Document
 from tasks.ingest.discover import discover
 from tasks.parse.document import load_document
+from tasks.parse.formats import TYPES
 from tasks.text.split import SplitSettings, split_document
 
 from .office_files import MAKERS, SLIDES

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.plugins import BACKENDS_GROUP, FORMATS_GROUP, READERS_GROUP, load_plugins
+from tasks.core.plugins import BACKENDS_GROUP, READERS_GROUP, load_plugins
 from tasks.embed.registry import Backend, register
 
 from .conftest import ROOT
@@ -46,17 +46,10 @@ register(
 """
 
 
-# A third party's format: its facts in a module that imports only tasks.core.formats, its
-# reader beside them.
-THIRD_PARTY_FORMAT = """
-from tasks.core.formats import Format
-
-FORMAT = Format("toy", "text/x-toy", (".toy",))
-"""
-
+# A third party's format: its facts and its reader in one module.
 THIRD_PARTY_READER = """
 from tasks.core.records import Block, Metadata
-from tasks.parse.registry import Reading, register
+from tasks.parse.registry import Format, Reading, register
 
 
 def read_toy(source, data, options):
@@ -65,7 +58,7 @@ def read_toy(source, data, options):
     return Reading([Block(rest.strip())], metadata=Metadata(title=title))
 
 
-register("toy", read_toy, ())
+register(Format("toy", "text/x-toy", (".toy",)), read_toy, ())
 """
 
 
@@ -118,16 +111,12 @@ def test_another_package_adds_a_model_and_a_format_by_their_entry_points(tmp_pat
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("", "utf-8")
     (package / "ones_backend.py").write_text(THIRD_PARTY_BACKEND, "utf-8")
-    (package / "toy_format.py").write_text(THIRD_PARTY_FORMAT, "utf-8")
     (package / "toy_reader.py").write_text(THIRD_PARTY_READER, "utf-8")
     _distribution(
         site,
         BACKENDS_GROUP,
         "ones",
         "ones_package.ones_backend",
-        FORMATS_GROUP,
-        "toy",
-        "ones_package.toy_format:FORMAT",
         READERS_GROUP,
         "toy",
         "ones_package.toy_reader",
@@ -143,7 +132,7 @@ def test_another_package_adds_a_model_and_a_format_by_their_entry_points(tmp_pat
         print(BACKENDS["ones"].module, model_info("ones").model_id)
         print(get_embedder("ones").encode(["a b"]).tolist())
         print("ones:MODEL" in known_specs())
-        from tasks.core.formats import MIME_TYPES
+        from tasks.parse.formats import MIME_TYPES
         from tasks.ingest.discover import discover
         from tasks.parse.document import load_document
         from tasks.search.params import SearchParams
@@ -166,22 +155,29 @@ def test_another_package_adds_a_model_and_a_format_by_their_entry_points(tmp_pat
     ]
 
 
-def test_a_format_entry_point_must_name_a_new_format(tmp_path, monkeypatch):
-    from tasks.core import formats
+def test_a_reader_entry_point_must_register_a_new_format(tmp_path, monkeypatch):
+    from tasks.parse import registry
 
     site = tmp_path / "site"
     (site / "clash_package").mkdir(parents=True)
-    (site / "clash_package" / "__init__.py").write_text(
-        "from tasks.core.formats import Format\n"
-        "MARKDOWN = Format('md2', 'text/x-md2', ('.md',))\nNOT_ONE = 'md'\n",
+    (site / "clash_package" / "__init__.py").write_text("", "utf-8")
+    (site / "clash_package" / "md2_reader.py").write_text(
+        "from tasks.parse.registry import Format, Reading, register\n"
+        "register(Format('md2', 'text/x-md2', ('.md',)), lambda s, d, o: Reading([]), ())\n",
         "utf-8",
     )
-    _distribution(site, FORMATS_GROUP, "md2", "clash_package:MARKDOWN")
+    (site / "clash_package" / "old_reader.py").write_text(
+        "from tasks.parse.registry import Reading, register\n"
+        "register('md', lambda s, d, o: Reading([]), ())\n",
+        "utf-8",
+    )
+    _distribution(site, READERS_GROUP, "md2", "clash_package.md2_reader")
     monkeypatch.syspath_prepend(str(site))
+    registry.readers()  # the built-in formats, registered before the package's
     with pytest.raises(ValueError, match="'md2' takes a name or suffix"):
-        formats.installed_formats(formats.BUILT_IN)
+        load_plugins(registry.READERS_PACKAGE, READERS_GROUP)
     (site / "third_party_ones-0.1.dist-info" / "entry_points.txt").write_text(
-        f"[{FORMATS_GROUP}]\nmd = clash_package:NOT_ONE\n", "utf-8"
+        f"[{READERS_GROUP}]\nmd = clash_package.old_reader\n", "utf-8"
     )
     with pytest.raises(ValueError, match="names no Format"):
-        formats.installed_formats(formats.BUILT_IN)
+        load_plugins(registry.READERS_PACKAGE, READERS_GROUP)

@@ -25,13 +25,13 @@ from pydantic import ValidationError
 from flows.ingest import ingest
 from flows.query import main
 from flows.query_flow import query
-from tasks.core.formats import TYPES
 from tasks.core.records import Block, Document, SourceFile
 from tasks.dataset.ann import refresh_vector_index, vector_index
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import CHUNKS_TABLE, Fingerprint, chunks_schema
 from tasks.embed.hash_backend import HashEmbedder
 from tasks.embed.models import DEFAULT_MODEL, model_info
+from tasks.parse.formats import TYPES
 from tasks.search.fusion import (
     ENGLISH_FUSION,
     MULTILINGUAL_FUSION,

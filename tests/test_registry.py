@@ -1,18 +1,17 @@
-"""Formats are declared once: their facts in tasks/core/formats.py, their readers registered
-by the modules of tasks/parse/readers/; dispatch, `--type`, discovery, warm-up and the load
-step's cache key derive from them."""
+"""Formats are declared once, each with its reader, by the modules of tasks/parse/readers/;
+dispatch, `--type`, discovery, warm-up and the load step's cache key derive from them."""
 
 from __future__ import annotations
 
 import pytest
 
-from tasks.core.formats import BY_MIME, FORMATS, MIME_TYPES, TYPES
 from tasks.core.reasons import Reason
 from tasks.core.records import SourceFile
 from tasks.ingest.steps import LOAD_CACHE
 from tasks.parse import registry
 from tasks.parse.document import read_blocks
 from tasks.parse.errors import LoadError
+from tasks.parse.formats import BY_MIME, FORMATS, MIME_TYPES, TYPES
 from tasks.parse.registry import ReadOptions
 from tasks.search.params import SearchParams
 
@@ -46,15 +45,18 @@ def test_the_load_cache_key_covers_every_readers_code():
         assert reader.code[0] == reader.read.__module__
 
 
-def test_registering_an_undeclared_format_or_a_second_reader_is_refused():
+def test_registering_a_second_reader_or_a_taken_suffix_or_no_format_is_refused():
     def read(source, data, options):
         return registry.Reading([])
 
-    with pytest.raises(ValueError, match="declare it there first"):
-        registry.register("djvu", read, ())
     registry.readers()
     with pytest.raises(ValueError, match="two readers"):
-        registry.register("md", read, ())
+        registry.register(registry.Format("md", "text/x-other", (".other",)), read, ())
+    with pytest.raises(ValueError, match="'md2' takes a name or suffix"):
+        registry.register(registry.Format("md2", "text/x-md2", (".md",)), read, ())
+    with pytest.raises(ValueError, match="names no Format"):
+        registry.register("djvu", read, ())  # type: ignore[arg-type]
+    assert "md2" not in {r.format.name for r in registry.readers().values()}
 
 
 def test_warm_up_runs_each_readers_warm_up_once(monkeypatch):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.core.formats import TYPES
 from tasks.core.reasons import Reason, Status
 from tasks.ingest.discover import discover
+from tasks.parse.formats import TYPES
 from tasks.parse.registry import reader_for
 
 from .document_files import heading_places, load_named, make_rtf, type_filter_hits

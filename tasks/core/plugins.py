@@ -9,14 +9,11 @@ repository; in its pyproject.toml:
     [project.entry-points."doc_indexer.backends"]
     my-model = "my_package.my_backend"
 
-A format takes two: its reader module under `doc_indexer.readers`, and its plain facts (a
-`tasks.core.formats.Format`, in a module that imports nothing else of this repository) under
-`doc_indexer.formats`, read by tasks/core/formats.py where discovery and search need them:
+A format is likewise one module, under `doc_indexer.readers`, that registers the format with
+its reader (tasks/parse/registry.py):
 
     [project.entry-points."doc_indexer.readers"]
     toy = "my_package.toy_reader"
-    [project.entry-points."doc_indexer.formats"]
-    toy = "my_package.toy_format:FORMAT"
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ from importlib.metadata import entry_points
 
 READERS_GROUP = "doc_indexer.readers"
 BACKENDS_GROUP = "doc_indexer.backends"
-FORMATS_GROUP = "doc_indexer.formats"
 
 
 def load_plugins(package: str, group: str, suffix: str = "") -> list[str]:

@@ -14,12 +14,12 @@ from stat import S_ISDIR, S_ISLNK
 
 from pydantic import field_validator
 
-from tasks.core.formats import MIME_TYPES
 from tasks.core.options import Settings, option
 from tasks.core.reasons import Reason, Status
 from tasks.core.records import LedgerEntry, SourceFile
 from tasks.dataset.object_store import is_object_url
 from tasks.ingest.object_sources import list_objects
+from tasks.parse.formats import MIME_TYPES
 
 # Names of files and folders that are never documents: hidden ones (.git/, .DS_Store),
 # Office lock files, editor backups and swap files.

@@ -30,11 +30,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol
 
-from tasks.core.formats import MIME_TYPES
 from tasks.core.reasons import Reason
 from tasks.core.records import Document, LedgerEntry, SourceFile
 from tasks.dataset.location import DatasetError, local_path
 from tasks.dataset.object_store import is_object_url, open_store
+from tasks.parse.formats import MIME_TYPES
 
 if TYPE_CHECKING:
     from obstore import ObjectMeta

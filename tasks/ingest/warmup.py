@@ -18,7 +18,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tasks.core.formats import MIME_TYPES
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.object_store import is_object_url
 from tasks.embed.models import get_embedder, model_info
@@ -26,6 +25,7 @@ from tasks.ingest.load import process_parsers
 from tasks.ingest.object_sources import holds_a_document
 from tasks.ingest.preview import plan_ahead
 from tasks.ingest.settings import IngestSettings
+from tasks.parse.formats import MIME_TYPES
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import watchfiles
 
-from tasks.core.formats import MIME_TYPES
 from tasks.core.options import Settings, option
 from tasks.ingest.discover import ScanSettings
+from tasks.parse.formats import MIME_TYPES
 
 # A steady stream of events (a long copy) is handed over at least every debounce × this.
 MAX_GROUPING = 10

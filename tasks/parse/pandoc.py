@@ -26,7 +26,7 @@ from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
 from tasks.parse.elements import NO_LANGUAGE_DETECTION
 from tasks.parse.errors import LoadError
-from tasks.parse.registry import Reading, ReadOptions, register
+from tasks.parse.registry import Format, Reading, ReadOptions, register
 
 PANDOC_ENV = "PYPANDOC_PANDOC"
 
@@ -81,13 +81,13 @@ def pandoc_elements(name: str, data: bytes, damaged: tuple[type[Exception], ...]
 
 
 def register_pandoc_format(
-    name: str,
+    format: Format,
     blocks_of: Callable[[bytes], list[Block]],
     metadata_of: Callable[[bytes], Metadata],
     reasons: tuple[Reason, ...],
     code: tuple[str, ...] = (),
 ) -> None:
-    """Register the reader of the format `name`, which unstructured converts with pandoc:
+    """Register the format `format`, which unstructured converts with pandoc:
     the blocks `blocks_of` makes of a file's bytes (checking them first), then the metadata
     `metadata_of` reads in them; it warms up by importing the partitioner and finding pandoc.
     `code`: the modules besides `blocks_of`'s own and this one that decide the output."""
@@ -97,7 +97,7 @@ def register_pandoc_format(
         return Reading(blocks, metadata=metadata_of(data))
 
     def warm_up() -> None:
-        importlib.import_module(f"unstructured.partition.{name}")
+        importlib.import_module(f"unstructured.partition.{format.name}")
         use_bundled_pandoc()
 
-    register(name, read, reasons, warm_up=warm_up, code=(blocks_of.__module__, *code))
+    register(format, read, reasons, warm_up=warm_up, code=(blocks_of.__module__, *code))

@@ -1,22 +1,19 @@
-"""The readers of document formats, each registered once by the module that implements it.
+"""The document formats doc-indexer reads, each registered once by the module that reads it.
 
-A format's plain facts (its `--type` name, MIME type and suffixes) are declared once in
-tasks/core/formats.py, where discovery and search find them without importing the parsers.
-How a format is read is registered here, under the same name, by one module of
-tasks/parse/readers/ or one that another package names under the "doc_indexer.readers" entry
-points (`readers()` imports them all, tasks/core/plugins.py, so a new module needs no import
-line anywhere): the read function (bytes → blocks, plus a title where the format has one,
-notes, the pages read by OCR and the file's metadata, read beside it), the failure reasons it
-can give, an optional warm-up, and the modules whose code decides its output. Everything else
-derives from this table: parsing dispatches on a file's MIME type (tasks/parse/document.py), the
-parser process warms up every reader, and the load step's cache key covers every reader's code
-(tasks/ingest/cache_keys.py).
+A module of tasks/parse/readers/, or one that another package names under the
+"doc_indexer.readers" entry points (`readers()` imports them all, tasks/core/plugins.py, so a
+new module needs no import line anywhere), calls `register` with everything about its format:
+its plain facts (`Format`: the `--type` name, MIME type and file suffixes), the read function
+(bytes → blocks, plus a title where the format has one, notes, the pages read by OCR and the
+file's metadata, read beside it), the failure reasons it can give, an optional warm-up, and the
+modules whose code decides its output. Everything else derives from this table: discovery's
+suffixes and search's `--type` (tasks/parse/formats.py), parsing's dispatch on a file's MIME
+type (tasks/parse/document.py), the parser process's warm-up, and the load step's cache key,
+which covers every reader's code (tasks/ingest/cache_keys.py).
 
-Adding a format is one line in tasks/core/formats.py and one module here that calls `register`
-(plus its test); another package names the two under entry points instead (tasks/core/plugins.py).
-`readers()` refuses a format without a reader and a reader without a format.
-Reader modules import their parsers inside functions: the registry is loaded by processes
-that parse nothing (a run that finds nothing changed computes cache keys).
+Adding a format is one module in tasks/parse/readers/ (plus its test); `register` refuses a
+format whose name, MIME type or a suffix another format has. Reader modules import their
+parsers inside functions: every process that finds files or parses a `--type` loads them all.
 
 What a format needs to be told (PDF: OCR on or off, its time budget) is its own options type,
 declared in its reader module; `ReadOptions` carries them by format name, and each reader
@@ -32,7 +29,6 @@ from functools import cache
 from pathlib import PurePosixPath
 from typing import TypeVar
 
-from tasks.core.formats import FORMATS, MIME_TYPES, Format
 from tasks.core.plugins import READERS_GROUP, load_plugins
 from tasks.core.reasons import Reason
 from tasks.core.records import Block, Metadata, SourceFile
@@ -54,6 +50,15 @@ GENERAL_REASONS = (
 )
 
 OptionsT = TypeVar("OptionsT")
+
+
+@dataclass(frozen=True)
+class Format:
+    """A document format: its `--type` name, MIME type and file suffixes (lower case, dot)."""
+
+    name: str
+    mime: str
+    suffixes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -105,47 +110,49 @@ class Reader:
     code: tuple[str, ...] = ()  # the modules whose code decides the output, the reader's first
 
 
-_FORMATS = {f.name: f for f in FORMATS}
-_REGISTERED: dict[str, Reader] = {}
+_REGISTERED: dict[str, Reader] = {}  # format name → reader, in the order registered
 _LOCK = threading.Lock()
 
 
 def register(
-    name: str,
+    format: Format,
     read: ReadFunction,
     reasons: tuple[Reason, ...],
     *,
     warm_up: Callable[[], None] | None = None,
     code: tuple[str, ...] = (),
 ) -> Reader:
-    """Register how the format `name` (of tasks/core/formats.py) is read.
+    """Register the format `format` and how it is read.
 
     `code` names the modules besides the read function's own whose code decides the output.
     """
-    if name not in _FORMATS:
-        raise ValueError(
-            f"no format {name!r} in tasks/core/formats.py (nor its entry points); "
-            "declare it there first"
-        )
-    if name in _REGISTERED:
-        raise ValueError(f"format {name!r} has two readers")
+    if not isinstance(format, Format):
+        raise ValueError(f"{read.__module__}: register() names no Format: {format!r}")
+    if format.name in _REGISTERED:
+        raise ValueError(f"format {format.name!r} has two readers")
+    for other in (reader.format for reader in _REGISTERED.values()):
+        if other.mime == format.mime or set(other.suffixes) & set(format.suffixes):
+            raise ValueError(
+                f"{read.__module__}: format {format.name!r} takes a name or suffix another "
+                f"format ({other.name!r}) has"
+            )
     modules = tuple(dict.fromkeys((read.__module__, *code)))
-    reader = Reader(_FORMATS[name], read, tuple(reasons), warm_up, modules)
-    _REGISTERED[name] = reader
+    reader = Reader(format, read, tuple(reasons), warm_up, modules)
+    _REGISTERED[format.name] = reader
     return reader
 
 
 @cache
 def _load_readers() -> dict[str, Reader]:
     load_plugins(READERS_PACKAGE, READERS_GROUP)  # every module there, then entry points
-    missing = [f.name for f in FORMATS if f.name not in _REGISTERED]
-    if missing:
-        raise RuntimeError(f"no reader registered for format(s) {', '.join(missing)}")
-    return {f.mime: _REGISTERED[f.name] for f in FORMATS}
+    # The text formats first (`--type md` is the first choice shown), then as registered.
+    ordered = sorted(_REGISTERED.values(), key=lambda r: not r.format.mime.startswith("text/"))
+    return {reader.format.mime: reader for reader in ordered}
 
 
 def readers() -> dict[str, Reader]:
-    """MIME type → reader, in the order of tasks/core/formats.py (every reader module loaded)."""
+    """MIME type → reader, every reader module loaded: the text formats first, then the
+    others in the order their modules registered them (module name order)."""
     with _LOCK:  # a reader module imported half-way by two threads would register twice
         return _load_readers()
 
@@ -157,8 +164,8 @@ def reader_for(mime_type: str) -> Reader | None:
 
 def reader_for_name(file_name: str) -> Reader | None:
     """The reader of a file name by its suffix (as discovery decides); None when unsupported."""
-    mime = MIME_TYPES.get(PurePosixPath(file_name).suffix.lower())
-    return reader_for(mime) if mime else None
+    suffix = PurePosixPath(file_name).suffix.lower()
+    return next((r for r in readers().values() if suffix in r.format.suffixes), None)
 
 
 _WARM: set[Callable[[], None]] = set()  # the warm-ups this process has run

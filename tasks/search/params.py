@@ -10,8 +10,8 @@ from typing import Literal, Self
 
 from pydantic import field_validator, model_validator
 
-from tasks.core.formats import TYPES
 from tasks.core.options import Settings, option
+from tasks.parse.formats import TYPES
 
 Mode = Literal["vector", "fts", "hybrid"]
 MODES: tuple[Mode, ...] = ("vector", "fts", "hybrid")

@@ -41,6 +41,7 @@ from tasks.parse.errors import LoadError
 from tasks.parse.metadata import date_text, language_tag, meta_json, one_line
 from tasks.parse.readers.pdf import PdfOptions
 from tasks.parse.registry import (
+    Format,
     Reader,
     Reading,
     ReadOptions,
@@ -257,7 +258,7 @@ def read_eml(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
 
 
 register(
-    "eml",
+    Format("eml", "message/rfc822", (".eml",)),
     read_eml,
     (Reason.NOT_A_TEXT_DOCUMENT, Reason.DAMAGED_FILE),
     code=("tasks.parse.decode", "tasks.parse.elements", "tasks.parse.metadata"),

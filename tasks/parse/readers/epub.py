@@ -18,6 +18,9 @@ from tasks.parse.elements import elements_to_blocks
 from tasks.parse.errors import LoadError
 from tasks.parse.metadata import element_values, from_keys, local_name, one_line, xml_root
 from tasks.parse.pandoc import pandoc_elements, register_pandoc_format
+from tasks.parse.registry import Format
+
+FORMAT = Format("epub", "application/epub+zip", (".epub",))
 
 # --- Metadata ----------------------------------------------------------------------------------
 
@@ -84,4 +87,4 @@ def read_epub(data: bytes) -> list[Block]:
 # code decides the output.
 REASONS = (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE)
 CODE = ("tasks.parse.archives", "tasks.parse.elements", "tasks.parse.metadata")
-register_pandoc_format("epub", read_epub, epub_metadata, REASONS, CODE)
+register_pandoc_format(FORMAT, read_epub, epub_metadata, REASONS, CODE)

@@ -16,6 +16,9 @@ from tasks.parse.errors import LoadError
 from tasks.parse.metadata import element_values, from_keys, local_name, one_line, xml_root
 from tasks.parse.pandoc import pandoc_elements, register_pandoc_format
 from tasks.parse.readers.office import office_blocks
+from tasks.parse.registry import Format
+
+FORMAT = Format("odt", "application/vnd.oasis.opendocument.text", (".odt",))
 
 # --- Metadata ----------------------------------------------------------------------------------
 
@@ -58,4 +61,4 @@ def read_odt(data: bytes) -> list[Block]:
 # code decides the output.
 REASONS = (Reason.DAMAGED_FILE, Reason.ENCRYPTED, Reason.TOO_LARGE)
 CODE = ("tasks.parse.readers.office", "tasks.parse.archives", "tasks.parse.metadata")
-register_pandoc_format("odt", read_odt, odt_metadata, REASONS, CODE)
+register_pandoc_format(FORMAT, read_odt, odt_metadata, REASONS, CODE)

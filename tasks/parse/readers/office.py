@@ -36,7 +36,7 @@ from tasks.core.records import Block, Metadata, SourceFile
 from tasks.parse.archives import check_zip, read_member
 from tasks.parse.errors import LoadError
 from tasks.parse.metadata import element_values, from_keys, xml_root
-from tasks.parse.registry import ReadFunction, Reading, ReadOptions, register
+from tasks.parse.registry import Format, ReadFunction, Reading, ReadOptions, register
 
 # --- Metadata ----------------------------------------------------------------------------------
 
@@ -215,5 +215,11 @@ REASONS = (
     Reason.TOO_LARGE,
 )
 CODE = ("tasks.parse.archives", "tasks.parse.metadata")
+_OOXML = "application/vnd.openxmlformats-officedocument."
+FORMATS = {
+    "docx": Format("docx", _OOXML + "wordprocessingml.document", (".docx",)),
+    "pptx": Format("pptx", _OOXML + "presentationml.presentation", (".pptx",)),
+    "xlsx": Format("xlsx", _OOXML + "spreadsheetml.sheet", (".xlsx",)),
+}
 for _kind in MAIN_PART:
-    register(_kind, _reader(_kind), REASONS, warm_up=warm_up, code=CODE)
+    register(FORMATS[_kind], _reader(_kind), REASONS, warm_up=warm_up, code=CODE)

@@ -17,7 +17,7 @@ from tasks.parse.elements import elements_to_blocks
 from tasks.parse.errors import LoadError
 from tasks.parse.metadata import from_keys, language_tag, meta_json, one_line
 from tasks.parse.ocr import OcrResult, ocr_pdf
-from tasks.parse.registry import Reading, ReadOptions, register
+from tasks.parse.registry import Format, Reading, ReadOptions, register
 from tasks.parse.unstructured_offline import check_pdf_support
 
 
@@ -162,7 +162,7 @@ def _read(source: SourceFile, data: bytes, options: ReadOptions) -> Reading:
 
 
 register(
-    "pdf",
+    Format("pdf", "application/pdf", (".pdf",)),
     _read,
     (
         Reason.NOT_A_PDF,

@@ -15,6 +15,9 @@ from tasks.parse.elements import elements_to_blocks
 from tasks.parse.errors import LoadError
 from tasks.parse.metadata import from_keys, one_line
 from tasks.parse.pandoc import pandoc_elements, register_pandoc_format
+from tasks.parse.registry import Format
+
+FORMAT = Format("rtf", "application/rtf", (".rtf",))
 
 # --- Metadata ----------------------------------------------------------------------------------
 
@@ -112,4 +115,4 @@ def read_rtf(data: bytes) -> list[Block]:
 # code decides the output.
 REASONS = (Reason.DAMAGED_FILE,)
 CODE = ("tasks.parse.elements", "tasks.parse.metadata")
-register_pandoc_format("rtf", read_rtf, rtf_metadata, REASONS, CODE)
+register_pandoc_format(FORMAT, read_rtf, rtf_metadata, REASONS, CODE)

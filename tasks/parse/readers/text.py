@@ -18,7 +18,7 @@ from tasks.parse.decode import decode_bytes, looks_binary, xml_text_blocks
 from tasks.parse.elements import Markup, text_blocks
 from tasks.parse.errors import LoadError
 from tasks.parse.metadata import add_value, from_keys, language_tag, local_name, one_line
-from tasks.parse.registry import ReadFunction, Reading, ReadOptions, register
+from tasks.parse.registry import Format, ReadFunction, Reading, ReadOptions, register
 
 # --- Metadata ----------------------------------------------------------------------------------
 
@@ -145,5 +145,10 @@ CODE = (
     "tasks.parse.elements",
     "tasks.parse.metadata",
 )
-for _markup in ("md", "html", "txt"):
-    register(_markup, _reader(_markup), (Reason.NOT_A_TEXT_DOCUMENT,), warm_up=warm_up, code=CODE)
+FORMATS: dict[Markup, Format] = {
+    "md": Format("md", "text/markdown", (".md", ".markdown")),
+    "html": Format("html", "text/html", (".html", ".htm")),
+    "txt": Format("txt", "text/plain", (".txt",)),
+}
+for _markup, _format in FORMATS.items():
+    register(_format, _reader(_markup), (Reason.NOT_A_TEXT_DOCUMENT,), warm_up=warm_up, code=CODE)
