@@ -24,27 +24,20 @@ new one, with no settling wait and the runner polling every second.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
 
 from benchmarks.startup import (
-    CORPUS,
     ROOT,
     SERVER_SETTLES_S,
-    SMOKE_FILES,
     _load,
-    _run,
     _start_server,
+    prepare,
 )
 
 NAME = "bench"
@@ -99,29 +92,10 @@ def _timestamp(text: str) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.served_run")
-    parser.add_argument("--corpus", default=str(CORPUS), help="folder the deployment indexes")
-    parser.add_argument("--index", help="its dataset (default: the one benchmarks.startup uses)")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--smoke", action="store_true", help="one run on one file of data/sample")
-    args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="doc-indexer-served-"))
-    if args.smoke:
-        args.runs, args.corpus = 1, str(home / "smoke-corpus")
-        args.index = args.index or str(home / "smoke-index")
-        Path(args.corpus).mkdir()
-        for path in SMOKE_FILES:
-            shutil.copyfile(path, Path(args.corpus) / path.name)
-    corpus = Path(args.corpus).resolve()
-    if not corpus.is_dir():
-        print(f"skipped: corpus not found: {corpus} (../shared is not present)")
+    bench = prepare("benchmarks.served_run", "one run on one file of data/sample")
+    if bench is None:
         return 0
-    index = Path(args.index or ROOT / ".cache" / "bench" / f"{corpus.name}-index").resolve()
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    running = os.environ.get("PREFECT_API_URL") if args.smoke else None
-    if not index.exists():
-        print(f"building {index} from {corpus} …", file=sys.stderr, flush=True)
-        _run(["-m", "flows.ingest", str(corpus), "--index", str(index)], env)
+    args, home, corpus, index, env, running = bench
     server, api = (None, running) if running else _start_server(home / "server-home", env)
     served_env = {**env, "PREFECT_API_URL": api}
     if server is not None:

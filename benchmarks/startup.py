@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 
@@ -150,34 +151,54 @@ def _load() -> str:
     return " ".join(f"{n:.2f}" for n in os.getloadavg())
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.startup")
+class Bench(NamedTuple):
+    """What a benchmark of commands on a corpus runs with."""
+
+    args: argparse.Namespace  # --corpus, --index, --runs (1 with --smoke), --smoke
+    folder: Path  # a temporary folder of its own
+    corpus: Path
+    index: Path  # the corpus's dataset, built
+    env: dict[str, str]  # this environment without PREFECT_API_URL
+    running: str | None  # --smoke: the server PREFECT_API_URL names (a test's), when set
+
+
+def prepare(module: str, smoke: str) -> Bench | None:
+    """Parse a benchmark's command line (--corpus, --index, --runs, --smoke, whose help is
+    `smoke`) and build the corpus's dataset where missing (--smoke: of SMOKE_FILES copied to
+    a temporary folder); None, said, when the corpus is not there."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("--corpus", default=str(CORPUS), help="folder indexed for the runs")
     parser.add_argument("--index", help="its dataset (default: built under .cache/bench/)")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument(
-        "--smoke", action="store_true", help="SMOKE_COMMANDS once on one file of data/sample"
-    )
+    parser.add_argument("--smoke", action="store_true", help=smoke)
     args = parser.parse_args()
-    elsewhere = Path(tempfile.mkdtemp(prefix="doc-indexer-startup-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"doc-indexer-{module.rpartition('.')[2]}-"))
     if args.smoke:
-        args.runs, args.corpus = 1, str(elsewhere / "smoke-corpus")
-        args.index = args.index or str(elsewhere / "smoke-index")
+        args.runs, args.corpus = 1, str(folder / "smoke-corpus")
+        args.index = args.index or str(folder / "smoke-index")
         Path(args.corpus).mkdir()
         for path in SMOKE_FILES:
             shutil.copyfile(path, Path(args.corpus) / path.name)
     corpus = Path(args.corpus).resolve()
     if not corpus.is_dir():
         print(f"skipped: corpus not found: {corpus} (../shared is not present)")
-        return 0
+        return None
     index = Path(args.index or ROOT / ".cache" / "bench" / f"{corpus.name}-index").resolve()
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    # --smoke: the server that PREFECT_API_URL names (a test's), when set, instead of a new one
     running = os.environ.get("PREFECT_API_URL") if args.smoke else None
-    ingest = ["-m", "flows.ingest", str(corpus), "--index", str(index)]
     if not index.exists():
         print(f"building {index} from {corpus} …", file=sys.stderr, flush=True)
+        ingest = ["-m", "flows.ingest", str(corpus), "--index", str(index)]
         _run(ingest, {**env, "PREFECT_API_URL": running} if running else env)
+    return Bench(args, folder, corpus, index, env, running)
+
+
+def main() -> int:
+    bench = prepare("benchmarks.startup", "SMOKE_COMMANDS once on one file of data/sample")
+    if bench is None:
+        return 0
+    args, elsewhere, corpus, index, env, running = bench
+    ingest = ["-m", "flows.ingest", str(corpus), "--index", str(index)]
     query = ["-m", "flows.query", "--index", str(index)]
     commands = {
         "query --help": ["-m", "flows.query", "--help"],
