@@ -56,7 +56,20 @@ def test_registering_a_second_reader_or_a_taken_suffix_or_no_format_is_refused()
         registry.register(registry.Format("md2", "text/x-md2", (".md",)), read, ())
     with pytest.raises(ValueError, match="names no Format"):
         registry.register("djvu", read, ())  # type: ignore[arg-type]
-    assert "md2" not in {r.format.name for r in registry.readers().values()}
+    with pytest.raises(ValueError, match="lower case with a dot"):
+        registry.register(registry.Format("djvu", "image/vnd.djvu", ("DJVU",)), read, ())
+    assert {"md2", "djvu"}.isdisjoint(r.format.name for r in registry.readers().values())
+
+
+def test_a_reader_module_that_asks_for_the_readers_while_they_load_is_an_error(monkeypatch):
+    def loading_readers() -> dict:
+        return registry.readers()  # as a reader module importing tasks.parse.formats would
+
+    monkeypatch.setattr(registry, "_load_readers", loading_readers)
+    with pytest.raises(RuntimeError, match="asked for the readers .* while they load"):
+        registry.readers()
+    monkeypatch.undo()
+    assert registry.readers()  # the registry is usable after the error
 
 
 def test_warm_up_runs_each_readers_warm_up_once(monkeypatch):

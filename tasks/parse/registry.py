@@ -111,7 +111,8 @@ class Reader:
 
 
 _REGISTERED: dict[str, Reader] = {}  # format name → reader, in the order registered
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # re-entered only by a reader module asking for the readers
+_loading = False  # True while readers() imports the reader modules
 
 
 def register(
@@ -130,11 +131,13 @@ def register(
         raise ValueError(f"{read.__module__}: register() names no Format: {format!r}")
     if format.name in _REGISTERED:
         raise ValueError(f"format {format.name!r} has two readers")
+    if not format.suffixes or any(s[:1] != "." or s != s.lower() for s in format.suffixes):
+        raise ValueError(f"format {format.name!r}: suffixes are lower case with a dot ('.md')")
     for other in (reader.format for reader in _REGISTERED.values()):
         if other.mime == format.mime or set(other.suffixes) & set(format.suffixes):
             raise ValueError(
-                f"{read.__module__}: format {format.name!r} takes a name or suffix another "
-                f"format ({other.name!r}) has"
+                f"{read.__module__}: format {format.name!r} takes a name or suffix (or MIME "
+                f"type) another format ({other.name!r}) has"
             )
     modules = tuple(dict.fromkeys((read.__module__, *code)))
     reader = Reader(format, read, tuple(reasons), warm_up, modules)
@@ -153,8 +156,18 @@ def _load_readers() -> dict[str, Reader]:
 def readers() -> dict[str, Reader]:
     """MIME type → reader, every reader module loaded: the text formats first, then the
     others in the order their modules registered them (module name order)."""
+    global _loading
     with _LOCK:  # a reader module imported half-way by two threads would register twice
-        return _load_readers()
+        if _loading:  # this thread, from a reader module being imported: it would see a part
+            raise RuntimeError(
+                "a reader module asked for the readers (or imported tasks.parse.formats) "
+                "while they load; register its format only"
+            )
+        _loading = True
+        try:
+            return _load_readers()
+        finally:
+            _loading = False
 
 
 def reader_for(mime_type: str) -> Reader | None:
