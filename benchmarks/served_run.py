@@ -104,8 +104,6 @@ def main() -> int:
     args, home, corpus, index, env, running = bench
     server, api = (None, running) if running else _start_server(home / "server-home", env)
     served_env = {**env, "PREFECT_API_URL": api}
-    if server is not None:
-        served_env["PREFECT_HOME"] = str(home / "server-home")
     if args.smoke:
         served_env["PREFECT_RUNNER_POLL_FREQUENCY"] = "1"
     serving = subprocess.Popen(

@@ -22,8 +22,9 @@ Each command's row names the floor it is read against (FLOOR_OF) and the seconds
 that a figure can be read on a machine of any speed; the header gives the load average at the
 start and at the end (a busy machine makes every figure larger). The corpus defaults to
 ../shared/corpus/md/rust-book; its dataset is built once under .cache/bench/ (or taken from
---index). Only command lines are run, so the script measures any version of the code. Prints
-a table and one JSON line.
+--index). Every command runs with a new Prefect home of the script's own (an earlier run's
+task cache would serve its results). Only command lines are run, so the script measures any
+version of the code. Prints a table and one JSON line.
 
 `--smoke` runs once each of SMOKE_COMMANDS (one of the plain commands, one of those timed
 without and with a server), the question from another folder and with a service running, and
@@ -158,7 +159,7 @@ class Bench(NamedTuple):
     folder: Path  # a temporary folder of its own
     corpus: Path
     index: Path  # the corpus's dataset, built
-    env: dict[str, str]  # this environment without PREFECT_API_URL
+    env: dict[str, str]  # this environment without PREFECT_API_URL, a new PREFECT_HOME
     running: str | None  # --smoke: the server PREFECT_API_URL names (a test's), when set
 
 
@@ -184,7 +185,9 @@ def prepare(module: str, smoke: str) -> Bench | None:
         print(f"skipped: corpus not found: {corpus} (../shared is not present)")
         return None
     index = Path(args.index or ROOT / ".cache" / "bench" / f"{corpus.name}-index").resolve()
+    # A Prefect home of its own: an earlier run's task cache would serve its results.
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(folder / "prefect-home")
     running = os.environ.get("PREFECT_API_URL") if args.smoke else None
     if not index.exists():
         print(f"building {index} from {corpus} …", file=sys.stderr, flush=True)
