@@ -177,10 +177,8 @@ def reader_for(mime_type: str) -> Reader | None:
 
 def reader_for_name(file_name: str) -> Reader | None:
     """The reader of a file name by its suffix (as discovery decides); None when unsupported."""
-    from tasks.parse.formats import MIME_TYPES  # built from the registry: imported once it is
-
-    mime = MIME_TYPES.get(PurePosixPath(file_name).suffix.lower())
-    return reader_for(mime) if mime else None
+    suffix = PurePosixPath(file_name).suffix.lower()  # (tasks.parse.formats imports this module)
+    return next((r for r in readers().values() if suffix in r.format.suffixes), None)
 
 
 _WARM: set[Callable[[], None]] = set()  # the warm-ups this process has run
