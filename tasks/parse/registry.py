@@ -177,7 +177,7 @@ def reader_for(mime_type: str) -> Reader | None:
 
 def reader_for_name(file_name: str) -> Reader | None:
     """The reader of a file name by its suffix (as discovery decides); None when unsupported."""
-    suffix = PurePosixPath(file_name).suffix.lower()  # (tasks.parse.formats imports this module)
+    suffix = PurePosixPath(file_name).suffix.lower()  # not formats.MIME_TYPES: it imports us
     return next((r for r in readers().values() if suffix in r.format.suffixes), None)
 
 
