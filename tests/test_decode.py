@@ -156,6 +156,26 @@ def test_an_undeclared_shift_jis_page_full_of_symbols_is_read():
     assert decode_text(page.encode("cp932")) == page
 
 
+# A 1 KB page without a charset: four short Chinese phrases in markup and a style sheet, so
+# that most of its bytes are ASCII. Read as iso8859-5, the phrases become Cyrillic of mixed
+# case ("НёЬьЬьЦјКмКУ") that only a few percent of the whole page's characters make messy.
+CHINESE_PHRASES = ("欢迎来到我们的网站", "今天天气很好", "请联系我们的客服", "谢谢您的支持")
+STYLE = "body { font-family: sans-serif; margin: 0 auto; max-width: 40em; }\n" * 13
+GB2312_HTML = (
+    f"<!DOCTYPE html>\n<html>\n<head>\n<title>{CHINESE_PHRASES[0]}</title>\n"
+    f"<style>\n{STYLE}</style>\n</head>\n<body>\n"
+    + "".join(f"<p>{phrase}</p>\n" for phrase in CHINESE_PHRASES)
+    + "</body>\n</html>\n"
+)
+
+
+def test_an_undeclared_gb2312_page_of_four_short_phrases_is_read_as_chinese():
+    data = GB2312_HTML.encode("gb2312")
+    assert 900 < len(data) < 1100 and b"charset" not in data
+    decoded = decode_bytes(data)
+    assert (decoded.text, decoded.encoding, decoded.how) == (GB2312_HTML, "gb18030", "guessed")
+
+
 def test_plausibility_prefers_language_over_rarer_letters():
     right = "La qualité de l'eau dépend à la fois de sa source."
     assert plausibility(right) > plausibility(right.encode("latin-1").decode("cp1257"))
