@@ -24,6 +24,7 @@ import pytest
 
 from flows.ingest import ingest
 from tasks.core.reasons import Reason
+from tasks.dataset.location import DEFAULT_INDEX_URI
 from tasks.dataset.schema import CHUNKS_TABLE
 from tasks.ingest import report
 from tasks.ingest.report import (
@@ -33,6 +34,8 @@ from tasks.ingest.report import (
     RunProgress,
     failure_rows,
     publish_summary,
+    restore_command,
+    summary_description,
     summary_rows,
     terminal_progress,
 )
@@ -115,6 +118,25 @@ def broken_api(**kwargs):
 
 def not_called(**kwargs):
     pytest.fail(f"unexpected call with {kwargs}")
+
+
+def test_the_restore_command_names_the_dataset_unless_it_is_the_default(tmp_path, monkeypatch):
+    tag = "run-20261130T071408541204Z"
+
+    def command(index_uri: str) -> str:
+        summary = IngestSummary(index_uri=index_uri, run_tag=tag)
+        assert f"(`{restore_command(summary)}` makes this state current again)" in (
+            summary_description(summary)
+        )
+        return restore_command(summary)
+
+    assert command(DEFAULT_INDEX_URI) == f"python -m flows.restore {tag}"
+    assert (
+        command("s3://bucket/my index")
+        == f"python -m flows.restore {tag} --index 's3://bucket/my index'"
+    )
+    monkeypatch.chdir(tmp_path)  # a relative --index: the command works from any folder
+    assert command("other") == f"python -m flows.restore {tag} --index {tmp_path / 'other'}"
 
 
 def test_artifact_errors_are_logged_as_warnings_and_never_raise(monkeypatch, caplog):
@@ -211,6 +233,9 @@ def test_an_ingest_run_publishes_its_summary_failures_and_progress(prefect_backe
         summary.table_version,
     )
     assert "**1 file(s) failed.**" in artifacts[SUMMARY_KEY].description
+    assert f"python -m flows.restore {summary.run_tag} --index {uri}`" in (
+        artifacts[SUMMARY_KEY].description
+    )
 
     failures = json.loads(artifacts[FAILURES_KEY].data)
     assert failures == [{"file": "broken.pdf", "reason": "not_a_pdf", "message": NOT_A_PDF}]

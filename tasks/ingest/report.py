@@ -17,6 +17,7 @@ not a terminal.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ from rich.text import Text
 
 from tasks.core.artifacts import Logger, publish_artifact
 from tasks.core.prefect_compat import log_console
+from tasks.dataset.location import DEFAULT_INDEX_URI, local_path
 from tasks.ingest.summary import FileProblem, IngestSummary
 
 SUMMARY_KEY = "ingest-summary"
@@ -73,8 +75,17 @@ def summary_description(summary: IngestSummary) -> str:
         return described + " Nothing changed, so the dataset's version stays as it was."
     return (
         f"{described} Dataset tag `{summary.run_tag}` "
-        f"(`python -m flows.restore {summary.run_tag}` makes this state current again)."
+        f"(`{restore_command(summary)}` makes this state current again)."
     )
+
+
+def restore_command(summary: IngestSummary) -> str:
+    """The command that makes the run's tagged state current again, to paste as it is: with
+    `--index` unless the dataset is the default one (a local dataset by its absolute path)."""
+    folder = local_path(summary.index_uri)
+    uri = str(folder.resolve()) if folder is not None else summary.index_uri
+    index = "" if uri == DEFAULT_INDEX_URI else f" --index {shlex.quote(uri)}"
+    return f"python -m flows.restore {summary.run_tag}{index}"
 
 
 def failures_description(summary: IngestSummary) -> str:
