@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
@@ -98,6 +99,33 @@ def test_one_holder_at_a_time_and_a_timed_out_run_names_it(uri):
     with store_lock(uri, 5, logger, lease_s=30):  # a released lock is free at once
         assert time.monotonic() - started < 5
         assert lock_record(uri)["released"] is False
+
+
+def test_a_waiter_says_when_the_lock_was_last_renewed(uri, caplog):
+    with store_lock(uri, 5, logger, lease_s=30):
+        written = datetime.fromisoformat(lock_record(uri)["written"])
+        with pytest.raises(DatasetError, match="still writing"):
+            with store_lock(uri, 0, logger, lease_s=30):
+                pytest.fail("a second holder")
+    waiting = next(r.getMessage() for r in caplog.records if "holds the lock of" in r.message)
+    assert f"pid {PID} on {HOST}, since " in waiting
+    assert f", last renewed {written:%Y-%m-%d %H:%M:%S} UTC (" in waiting
+
+
+def test_a_lock_last_renewed_a_lease_ago_is_taken_at_the_first_look(uri, caplog):
+    """The lease runs from the holder's last renewal, not from the waiter's first look: the
+    lock of a run that stopped renewing a lease ago is taken over without waiting."""
+    stalled = StoreLock(uri, 30, logger)
+    stalled.acquire(0)
+    stalled._stop.set()  # as a killed process: no renewal any more
+    record = lock_record(uri)
+    record["written"] = (datetime.now(UTC) - timedelta(seconds=31)).isoformat()
+    obstore.put(open_store(uri), LOCK_OBJECT, json.dumps(record).encode())  # renewed 31 s ago
+    with store_lock(uri, 0, logger, lease_s=30):  # no time to wait at all
+        assert lock_record(uri)["token"] != record["token"]
+    assert f"took over the lock of {uri} from pid {PID} on {HOST}" in caplog.text
+    stalled.release()
+    assert stalled.lost
 
 
 @pytest.mark.slow

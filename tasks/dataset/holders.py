@@ -82,11 +82,26 @@ def timed_out(uri: str, timeout: float, holder: Holder | None) -> DatasetError:
     )
 
 
-def say_waiting(logger: Logger, uri: str, holder: Holder | None, timeout: float) -> None:
-    """Log that this run waits for the lock of `uri`, and for whom."""
+def say_waiting(
+    logger: Logger,
+    uri: str,
+    holder: Holder | None,
+    timeout: float,
+    renewed: datetime | None = None,
+) -> None:
+    """Log that this run waits for the lock of `uri`, for whom, and when the holder last
+    renewed it (a lock held by a lease records that)."""
     logger.warning(
-        "another ingest run holds the lock of %s: %s; waiting up to %.0f s",
+        "another ingest run holds the lock of %s: %s%s; waiting up to %.0f s",
         uri,
         held_by(holder),
+        "" if renewed is None else f", last renewed {renewed_at(renewed)}",
         timeout,
     )
+
+
+def renewed_at(renewed: datetime) -> str:
+    """e.g. "2026-12-03 19:00:41 UTC (12 s ago)": when a lock was last renewed, and how long
+    ago by this machine's clock."""
+    ago = (datetime.now(UTC) - renewed).total_seconds()
+    return f"{renewed.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC ({max(ago, 0):.0f} s ago)"

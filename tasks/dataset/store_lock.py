@@ -6,10 +6,15 @@ it was released, and a count of writes, so that every write has new content and 
 
 - Taking: a create-only put (If-None-Match). Where the object exists, the run reads it and
   replaces it with a put conditional on the ETag it read (If-Match), so that of two waiters
-  only one succeeds, but only when the lock was released, or when its ETag has not changed
-  for a whole lease as timed by the waiter's own clock: its holder stopped renewing (it
-  crashed or was killed). The waiter's clock decides, not a time the holder wrote: the
-  clocks of two machines may disagree.
+  only one succeeds, but only when the lock was released, or when its holder stopped
+  renewing it (it crashed or was killed) a whole lease ago. The lease is counted from the
+  last write, at the time the record says it was written (the holder's clock), on the
+  waiter's clock, and only while the ETag stays the one the waiter first saw: so a lock
+  killed a lease ago is taken at the first look, not a lease after it. The clocks of two
+  machines may disagree: a waiter whose clock is ahead by d counts a lease d too early, so
+  a live holder (which renews every third of its lease) keeps its lock unless d exceeds
+  two thirds of the lease; a time in the future counts as now, and a record without one
+  (not written by this module) is a lease old a lease after the waiter first saw it.
 - Holding: a background thread rewrites the object every third of the lease, conditional on
   its last ETag. A failed condition means another run took the lock over (this one did not
   renew it for a whole lease): that is logged at once, and the run fails at its end.
@@ -48,6 +53,7 @@ class Found:
     lease_s: float
     released: bool
     token: str | None = None  # which lock wrote it: a process may take one lock twice
+    written: datetime | None = None  # its last write (taken or renewed), by the holder's clock
 
 
 class StoreLock:
@@ -73,7 +79,7 @@ class StoreLock:
         deadline = time.monotonic() + timeout
         found = self._attempt()
         if found is not None:
-            say_waiting(self.logger, self.uri, found.holder, timeout)
+            say_waiting(self.logger, self.uri, found.holder, timeout, found.written)
         while found is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -113,7 +119,7 @@ class StoreLock:
         if found.token == self.token and not found.released:  # a create retried by obstore
             self._version = version
             return None
-        expired = self._unchanged_for(str(version), found.lease_s)
+        expired = self._lease_over(str(version), found)
         if not (found.released or expired):
             return found
         try:
@@ -131,12 +137,15 @@ class StoreLock:
             )
         return None
 
-    def _unchanged_for(self, etag: str, lease_s: float) -> bool:
-        """Whether this waiter has seen the version `etag` for `lease_s` seconds (its clock)."""
+    def _lease_over(self, etag: str, found: Found) -> bool:
+        """Whether the lock object at version `etag` (which says `found`) was last written a
+        lease ago: its age when this waiter first saw that version (by the time its record
+        gives, 0 without one), plus how long this waiter has seen it since."""
+        now = time.monotonic()
         if self._seen is None or self._seen[0] != etag:
-            self._seen = (etag, time.monotonic())
-            return False
-        return time.monotonic() - self._seen[1] >= lease_s
+            age = 0.0 if found.written is None else _seconds_since(found.written)
+            self._seen = (etag, now - min(max(age, 0.0), found.lease_s))
+        return now - self._seen[1] >= found.lease_s
 
     # -- holding and releasing ------------------------------------------------------------------
 
@@ -236,7 +245,21 @@ class StoreLock:
         lease_s = float(lease) if isinstance(lease, int | float) and lease > 0 else self.lease_s
         holder, token = Holder.from_dict(record.get("holder")), record.get("token")
         released = record.get("released") is True
-        return Found(holder, lease_s, released, str(token) if token else None), version
+        written = _timestamp(record.get("written"))
+        return Found(holder, lease_s, released, str(token) if token else None, written), version
+
+
+def _timestamp(value: object) -> datetime | None:
+    """The aware time an ISO 8601 text gives (UTC without a zone); None for anything else."""
+    try:
+        stamp = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return stamp.replace(tzinfo=stamp.tzinfo or UTC) if stamp else None
+
+
+def _seconds_since(stamp: datetime) -> float:
+    return (datetime.now(UTC) - stamp).total_seconds()
 
 
 def _version(meta: Any) -> dict[str, str]:
