@@ -305,9 +305,19 @@ def test_a_run_with_a_prefect_api_waits_for_a_holder_without_one(uri, prefect_ba
             with ingest_lock(uri, 0.5, logger):
                 pytest.fail("a second holder")
     assert slots_taken() == 0  # the limit's slot went back with the failed attempt
-    with ingest_lock(uri, 5, logger):
+    said = logging.getLogger("test-lock.said")  # a handler of its own, whatever Prefect set up
+    lines: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: lines.append(record.getMessage())
+    said.addHandler(handler)
+    said.setLevel(logging.INFO)
+    with ingest_lock(uri, 5, said):
         assert lock_record(uri)["released"] is False and slots_taken() == 1
     assert lock_record(uri)["released"] is True and slots_taken() == 0
+    assert [line for line in lines if "released the lock" in line] == [  # each lock once
+        f"released the lock of {uri}: lock object {LOCK_OBJECT}",
+        f"released the lock of {uri}: Prefect concurrency limit {limit_name(uri)}",
+    ]
 
 
 # -- two ingest runs at once ------------------------------------------------------------------

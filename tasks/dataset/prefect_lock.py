@@ -86,7 +86,7 @@ def prefect_lock(uri: str, timeout: float, logger: Logger, lease_s: float) -> It
             yield
         finally:
             stack.close()
-            logger.info("released the lock of %s", uri)
+            logger.info("released the lock of %s: Prefect concurrency limit %s", uri, name)
 
 
 def _ensure_limit(client: SyncPrefectClient, name: str) -> int:

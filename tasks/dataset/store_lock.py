@@ -277,7 +277,7 @@ def store_lock(uri: str, timeout: float, logger: Logger, lease_s: float) -> Iter
         yield
     finally:
         lock.release()
-        logger.info("released the lock of %s", uri)
+        logger.info("released the lock of %s: lock object %s", uri, LOCK_OBJECT)
     if lock.lost:
         raise DatasetError(
             f"another run took over the lock of {uri} while this one wrote it (this run did "
