@@ -12,7 +12,7 @@ import pytest
 from tasks.core.reasons import Reason, Status
 from tasks.ingest.discover import discover
 from tasks.parse.decode import decode_text
-from tasks.parse.document import load_document
+from tasks.parse.document import ReadOptions, load_document
 from tasks.parse.formats import TYPES
 
 from .conftest import ROOT, SAMPLE, SHARED, shared_path
@@ -304,3 +304,19 @@ def test_a_parser_process_starts_without_torch_and_can_still_read_pdfs():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("ok")
+
+
+@pytest.mark.slow
+def test_a_damaged_pdf_leaves_no_stray_line_in_the_output(tmp_path, capfd):
+    """A parser process shares the run's stderr: the PDF library's warnings about a damaged
+    file (pypdf's "EOF marker not found") do not reach it; the ledger says what was wrong."""
+    from tasks.parse.worker import ParseWorker
+
+    (tmp_path / "x.pdf").write_bytes(b"%PDF-1.4 truncated: no objects, no trailer")
+    worker = ParseWorker()
+    try:
+        doc = worker.load(discover(tmp_path).files[0], ReadOptions(), timeout=120)
+    finally:
+        worker._stop()  # no public stop: a pool keeps its workers for the process
+    assert doc.reason == Reason.DAMAGED_PDF
+    assert "EOF marker" not in capfd.readouterr().err

@@ -7,6 +7,7 @@ as the reading's OCR'd pages and seconds, and a note naming the pages it had no 
 from __future__ import annotations
 
 import io
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,6 +20,11 @@ from tasks.parse.metadata import from_keys, language_tag, meta_json, one_line
 from tasks.parse.ocr import OcrResult, ocr_pdf
 from tasks.parse.registry import Format, Reading, ReadOptions, register
 from tasks.parse.unstructured_offline import check_pdf_support
+
+# pypdf (which partition_pdf reads with) warns on its logger about what is damaged in a file
+# ("EOF marker not found"); a parser process configures no logging, so each warning came out
+# as a bare line in the run's output. What was wrong is the file's reason and message.
+logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
 @dataclass(frozen=True)
