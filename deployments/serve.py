@@ -14,9 +14,9 @@ schedule).
 - `query/<name>` runs a search from the deployment's parameter form (the question and the
   search options, tasks/search/request.py) on the same dataset; its hits show as the
   `query-hits` table artifact of the run.
-- `audit/<name>` checks the dataset against the source folder on demand (flows/audit.py; with
-  the `repair` parameter it fixes what it finds); its findings show as the `audit-report`
-  table artifact, and a run that found problems ends Failed.
+- `audit/<name>` checks the dataset against the source folder on demand
+  (flows/audit_flow.py; with the `repair` parameter it fixes what it finds); its findings
+  show as the `audit-report` table artifact, and a run that found problems ends Failed.
 
 With `--watch` the process also keeps the dataset live with the source folder, as
 `python -m flows.watch` does (flows/watch.py): a full reconcile run when it starts, then, for
@@ -47,7 +47,7 @@ from prefect import serve
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 from prefect.deployments.runner import RunnerDeployment
 
-from flows.audit import audit_index
+from flows.audit_flow import audit_index
 from flows.ingest import ingest
 from flows.query_flow import query
 from flows.watch import watch_folder

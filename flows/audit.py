@@ -1,13 +1,13 @@
-"""Audit flow: prove that the index matches its folder and is whole, or repair it.
+"""Audit: prove that the index matches its folder and is whole, or repair it.
 
     python -m flows.audit [--index URI] [--source DIR] [--repair]
 
-Compares the folder, the documents ledger and the chunks table, inspects the vectors, the
-pipeline fingerprint and the indexes (tasks/ingest/audit.py lists every check), and reports
-the counts and the first examples of each problem on the terminal and as the run's
-`audit-report` table artifact. With --repair it fixes them in place (one ingest run
-re-indexes the documents concerned; each document is replaced in one commit) and audits
-again.
+The flow is in flows/audit_flow.py (`from flows.audit import audit_index` is the flow); this
+module is its command line, which prints the report: the counts and the first examples of
+each problem (tasks/ingest/audit.py lists every check). Like `flows.ingest`, it first starts
+Prefect's temporary API server where none is configured (flows/temporary_server.py), before
+Prefect is imported. With --repair it fixes what it found in place (one ingest run re-indexes
+the documents concerned; each document is replaced in one commit) and audits again.
 
 Exit status: 0 when the index is clean (after --repair: clean again), 3 when problems were
 found (and remain), 1 on an error. The Prefect flow run ends Completed when clean, Failed
@@ -19,113 +19,29 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
 
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
-from prefect.states import Completed, Failed, State
-
+from flows import temporary_server
 from flows.cli import exit_process, exit_status
-from tasks.core.artifacts import publish_artifact
-from tasks.core.options import add_options, flow_parameters, option, parse_options
-from tasks.core.prefect_compat import prompt_heartbeats
-from tasks.dataset.dataset import Dataset
-from tasks.dataset.location import DatasetError, DatasetOption
-from tasks.dataset.lock import LockOption
-from tasks.ingest.audit import AuditReport, RepairPlan, audit, prepare_repair
-from tasks.ingest.discover import ScanSettings
-from tasks.ingest.object_sources import COPIES, resolve_source
-from tasks.ingest.summary import IngestSummary
-
-prompt_heartbeats()  # a flow run returns when its work is done, not up to 1 s later
 
 PROBLEMS_FOUND = 3  # the exit status of an audit that found problems
 
-audit_task = task(name="audit", cache_policy=NO_CACHE)(audit)
-prepare_repair_task = task(name="prepare-repair", cache_policy=NO_CACHE)(prepare_repair)
-
-
-class AuditRequest(ScanSettings, LockOption, DatasetOption):
-    """Which dataset, against which folder (the scan options as the ingest runs had them)."""
-
-    source_dir: str | None = option(
-        None,
-        "the folder or object-store prefix (s3://BUCKET/PREFIX) the index follows (default: the "
-        "one its ledger records)",
-        flag="--source",
-    )
-    repair: bool = option(False, "fix what the audit finds, then audit again")
-
-
-def recorded_source(dataset: Dataset) -> str:
-    """The folder the dataset's documents were read from, by its ledger."""
-    rows = dataset.documents.search().select(["doc_id", "source_path"]).limit(1).to_list()
-    if not rows:
-        raise DatasetError(f"{dataset.uri} records no document yet: give the folder with --source")
-    doc_id, path = rows[0]["doc_id"], rows[0]["source_path"]
-    return path[: -len(doc_id)].rstrip("/\\") if path.endswith(doc_id) else path
-
-
-@flow(name="audit")
-@flow_parameters(AuditRequest)
-def audit_index(request: AuditRequest) -> State[Any]:
-    """Audit the dataset against its folder; with `repair`, fix and audit again. The run's
-    data is the (last) AuditReport."""
-    logger = get_run_logger()
-    dataset = Dataset(request.index_uri)
-    source = resolve_source(request.source_dir) if request.source_dir else recorded_source(dataset)
-    scan = request.narrow(ScanSettings)
-    report = audit_task(dataset, source, scan)
-    _publish(report, logger)
-    if request.repair and not report.clean:
-        plan = RepairPlan.of(report)
-        with dataset.lock(request.lock_timeout, logger):
-            prepare_repair_task(dataset, plan)
-        from flows.ingest import ingest  # a subflow run, shown under this one in the UI
-
-        state = ingest(
-            source_dir=source,
-            index_uri=request.index_uri,
-            rebuild=plan.rebuild,
-            lock_timeout=request.lock_timeout,
-            return_state=True,
-            **scan.options(),
-        )
-        summary: IngestSummary = state.result()
-        if plan.indexes and summary.run_tag is None:  # nothing else changed: still rebuild
-            with dataset.lock(request.lock_timeout, logger):
-                dataset.finalize(f"run-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}")
-        report = audit_task(Dataset(request.index_uri), source, scan)
-        _publish(report, logger)
-    COPIES.discard_all()  # the objects the audit downloaded to hash them
-    if report.clean:
-        return Completed(message="the index matches its folder", data=report)
-    return Failed(message=f"{len(report.problems)} problem(s) found", data=report)
-
-
-def _publish(report: AuditReport, logger: Any) -> None:
-    logger.info(report.render())
-    from prefect.artifacts import create_table_artifact
-
-    rows = report.rows() or [{"check": "none", "problems": 0, "meaning": "clean", "examples": ""}]
-    publish_artifact(
-        logger,
-        create_table_artifact,
-        key="audit-report",
-        table=rows,
-        description=f"audit of {report.index_uri} against {report.source_dir}",
-    )
-
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    server = None if {"-h", "--help"} & set(args) else temporary_server.start()
+    from flows.audit_flow import AuditRequest, audit_index
+    from tasks.core.options import add_options, parse_options
+    from tasks.ingest.audit import AuditReport
+
     parser = argparse.ArgumentParser(
         prog="python -m flows.audit", description=(__doc__ or "").split("\n")[0]
     )
     add_options(parser, AuditRequest)
-    request = parse_options(parser, parser.parse_args(argv), AuditRequest)
+    request = parse_options(parser, parser.parse_args(args), AuditRequest)
 
     def run() -> int:
+        if server is not None:
+            server.wait_until_ready()
         state = audit_index(**request.options(), return_state=True)
         report = state.result(raise_on_failure=False)
         if not isinstance(report, AuditReport):  # the run itself failed
@@ -135,6 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if report.clean else PROBLEMS_FOUND
 
     return exit_status(run)
+
+
+def __getattr__(name: str) -> object:
+    """`flows.audit.audit_index`, the flow, imported on first use."""
+    if name == "audit_index":
+        from flows.audit_flow import audit_index
+
+        return audit_index
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

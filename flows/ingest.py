@@ -5,7 +5,8 @@
 The flow is in flows/ingest_flow.py (`from flows.ingest import ingest` is the flow); this
 module is its command line. `main()` first starts Prefect's temporary API server where none
 is configured (flows/temporary_server.py), which then starts while the options are read and
-the flow's modules (Prefect, LanceDB, the models' libraries) are imported. Without a Prefect
+the flow's modules (Prefect, LanceDB, the models' libraries) are imported; a source in an
+object store that cannot be listed stops the command before that, with one line. Without a Prefect
 API, a run that would change nothing is not started (tasks/ingest/preview.py): the command
 prints its summary without importing Prefect, and stops the server.
 
@@ -34,11 +35,43 @@ GATE_FAILED = 4  # the exit status of a run whose gate restored the previous ver
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    server = None if {"-h", "--help"} & set(args) else temporary_server.start()
+    asks_for_help = bool({"-h", "--help"} & set(args))
+    source = None if asks_for_help else object_source(args)
+    if source is not None and not listable(source):
+        return 1  # before a server starts: the one-line error is all the command says
+    server = None if asks_for_help else temporary_server.start()
     from flows.cli import exit_status
 
     settings, runner = parse_command(args)
     return exit_status(lambda: run_command(settings, runner, server))
+
+
+def object_source(args: Sequence[str]) -> str | None:
+    """The object-store prefix given as the source, as far as it can be told before the
+    options are declared (their imports take a second, while the server starts): the first
+    object URL that does not follow a flag (`--index s3://…` names the dataset). One right
+    after a flag without a value (`--rebuild s3://…`) is checked with the run instead."""
+    if not any("://" in arg for arg in args):
+        return None  # a folder: nothing imported before the server starts
+    from tasks.dataset.object_store import is_object_url
+
+    for before, arg in zip(["", *args], args, strict=False):
+        if is_object_url(arg) and not before.startswith("-"):
+            return arg
+    return None
+
+
+def listable(source: str) -> bool:
+    """Whether the documents at the object-store prefix `source` can be listed; if not, the
+    command's one-line error is printed."""
+    from flows.cli import exit_status
+    from tasks.ingest.object_sources import check_source
+
+    def check() -> int:
+        check_source(source)
+        return 0
+
+    return exit_status(check) == 0
 
 
 def parse_command(argv: Sequence[str]) -> tuple[IngestSettings, RunnerSettings]:

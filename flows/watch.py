@@ -20,9 +20,10 @@ Runs on one dataset never overlap: this process runs one at a time, and the data
 lock keeps them apart from other runs on it (`deployments.serve`'s schedule, a manual
 `flows.ingest`).
 
-Like `flows.ingest`, it starts a temporary Prefect API server first where none is configured
-(flows/temporary_server.py), before Prefect is imported. Exit status: 0 when stopped, 1 when
-the folder cannot be watched, the dataset cannot be used or the first (reconcile) run fails.
+Like `flows.ingest`, it starts a temporary Prefect API server where none is configured
+(flows/temporary_server.py), once its arguments are read and before Prefect is imported.
+Exit status: 0 when stopped, 1 when the folder cannot be watched, the dataset cannot be used
+or the first (reconcile) run fails.
 """
 
 from __future__ import annotations
@@ -142,7 +143,6 @@ def watch_folder(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    server = None if {"-h", "--help"} & set(args) else temporary_server.start()
     parser = argparse.ArgumentParser(
         prog="python -m flows.watch", description=(__doc__ or "").split("\n")[0]
     )
@@ -157,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     settings = settings.model_copy(update={"source_dir": str(Path(settings.source_dir).resolve())})
     watch = parse_options(parser, parsed, WatchSettings)
+    server = temporary_server.start()  # once the arguments hold (its modules are imported)
 
     def command() -> int:
         print(

@@ -15,6 +15,8 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.ingest.audit import Check, RepairPlan, audit
 
+from .commands import own_prefect_home, run_module
+
 pytestmark = pytest.mark.integration
 
 FILES = {
@@ -202,3 +204,24 @@ def test_repair_makes_every_corruption_clean_with_a_clean_ingests_chunks(copy, t
 def _table(dataset: Dataset) -> list[dict]:
     rows = dataset.chunks.search().select([*COMPARED, VECTOR_COLUMN]).limit(None).to_list()
     return sorted(rows, key=lambda row: row["chunk_id"])
+
+
+def test_the_command_prints_its_report_once_and_logs_one_line(copy, tmp_path):
+    """Without a Prefect API the command starts the project's temporary server, not Prefect's
+    (whose start says "See https://www.prefect.io/docs/…"): the report is on stdout once,
+    the run's log has the outcome in one line."""
+    source, dataset = copy
+    edit_file(source, dataset)
+    done = run_module(
+        "flows.audit",
+        "--index",
+        dataset.uri,
+        "--source",
+        str(source),
+        env=own_prefect_home(tmp_path / "prefect"),
+    )
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert done.stdout.count("1 problem(s) found") == 1
+    assert "file_changed" in done.stdout and "e.g. guide/cargo.md" in done.stdout
+    assert "See https://" not in done.stderr and "e.g. guide/cargo.md" not in done.stderr
+    assert "; 1 problem(s) found: file_changed 1" in done.stderr  # the run's log line

@@ -25,6 +25,8 @@ from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.ingest.discover import ScanSettings, discover
 from tasks.ingest.object_sources import COPIES, discard_copies, error_line, resolve_source
 
+from .commands import own_prefect_home, run_module
+
 BUCKET = "doc-sources"
 PDF_TEXT = b"%PDF-1.4 truncated: no objects, no trailer"
 
@@ -152,6 +154,26 @@ def test_an_unreachable_store_is_one_line_naming_the_url(store, prefect_backend,
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: cannot list the documents at s3://no-such-bucket/docs: ")
     assert err.endswith("NoSuchBucket") and "\n" not in err
+
+
+@pytest.mark.integration
+def test_a_bucket_that_cannot_be_listed_or_watched_stops_the_command_before_a_server(
+    store, tmp_path
+):
+    """The commands check an object-store source before they start Prefect's temporary
+    server: the one line that says what is wrong is all they print."""
+    env = own_prefect_home(tmp_path / "prefect")  # no API: each would start a server
+    env.pop("PREFECT_API_URL", None)
+    index = ("--index", str(tmp_path / "index"))
+    ingest_run = run_module("flows.ingest", "s3://no-such-bucket/docs", *index, env=env)
+    assert ingest_run.returncode == 1, ingest_run.stderr[-3000:]
+    [line] = ingest_run.stderr.splitlines()
+    assert line.startswith("error: cannot list the documents at s3://no-such-bucket/docs: ")
+    assert line.endswith("NoSuchBucket")
+    watch_run = run_module("flows.watch", f"s3://{BUCKET}/docs", *index, env=env)
+    assert watch_run.returncode == 2
+    assert "cannot be watched" in watch_run.stderr
+    assert "Prefect server" not in watch_run.stderr
 
 
 def test_a_scan_of_some_paths_lists_and_reads_only_those(store):

@@ -18,7 +18,7 @@ Three comparisons and two inspections, each problem a `Check` declared once belo
 are marked for re-indexing (their ledger rows lose their fingerprint; those with duplicated
 or damaged rows lose those rows first), then one ingest run re-indexes them, adds and removes
 what the folder says and rebuilds the indexes; each document is replaced in one commit, as in
-any run. Nothing here imports Prefect: the flow is flows/audit.py.
+any run. Nothing here imports Prefect: the flow is flows/audit_flow.py.
 """
 
 from __future__ import annotations
@@ -143,10 +143,23 @@ class AuditReport:
             for check, found in self.by_check().items()
         ]
 
+    def compared(self) -> str:
+        """ "audit of URI against SOURCE: 2 files, 2 ledger rows, 2 chunks" """
+        seen = ", ".join(f"{value} {name}" for name, value in self.counts.items())
+        return f"audit of {self.index_uri} against {self.source_dir}: {seen}"
+
+    def outcome(self) -> str:
+        """The report in one line, for the run's log: what was compared, the count per check."""
+        if self.clean:
+            return f"{self.compared()}; clean ({self.seconds:.1f} s)"
+        checks = ", ".join(
+            f"{check.value} {len(found)}" for check, found in self.by_check().items()
+        )
+        return f"{self.compared()}; {len(self.problems)} problem(s) found: {checks}"
+
     def render(self, examples: int = EXAMPLES) -> str:
         """The terminal report: what was compared, then each check's count and examples."""
-        seen = ", ".join(f"{value} {name}" for name, value in self.counts.items())
-        lines = [f"audit of {self.index_uri} against {self.source_dir}: {seen}"]
+        lines = [self.compared()]
         if self.clean:
             lines.append(f"clean: no problem found ({self.seconds:.1f} s)")
             return "\n".join(lines)
