@@ -53,6 +53,17 @@ def test_deleted_dataset_is_rebuilt_fully(prefect_backend, tmp_path):
     assert chunk_set(uri) == before, "cached steps, but every row really written again"
 
 
+def test_a_rebuild_answered_from_the_cache_counts_its_vectors_as_cached(prefect_backend, tmp_path):
+    """The embed step's cache gives a rebuild every vector: the summary says so, and claims
+    no embedding this run did not do."""
+    corpus, uri = unique_corpus(tmp_path / "docs"), str(tmp_path / "index")
+    first = ingest(source_dir=str(corpus), index_uri=uri, model="hash")
+    again = ingest(source_dir=str(corpus), index_uri=uri, model="hash", rebuild=True)
+    assert (first.chunks_cached, again.indexed) == (0, 3) and first.chunks_embedded > 0
+    assert (again.chunks_embedded, again.chunks_cached) == (0, first.chunks_embedded)
+    assert f"(0 embedded, {first.chunks_embedded} cached, 0 reused, 0 deleted)" in again.render()
+
+
 def test_changed_splitter_settings_refuse_then_rebuild(prefect_backend, tmp_path):
     corpus, uri = unique_corpus(tmp_path / "docs"), str(tmp_path / "index")
     ingest(source_dir=str(corpus), index_uri=uri)

@@ -83,6 +83,7 @@ def test_summary_rows_give_every_count_stage_and_the_dataset_version():
         "files removed": 2,
         "chunks written": 40,
         "chunks embedded": 30,
+        "chunks cached": 0,
         "chunks reused": 10,
         "chunks deleted": 7,
         "ocr pages": 4,

@@ -37,8 +37,8 @@ PRINTED_FILES = re.compile(
     r"(?P<empty>\d+) empty, (?P<failed>\d+) failed, (?P<removed>\d+) removed"
 )
 PRINTED_CHUNKS = re.compile(
-    r"chunks: (?P<written>\d+) written \((?P<embedded>\d+) embedded, (?P<reused>\d+) reused, "
-    r"(?P<deleted>\d+) deleted\)"
+    r"chunks: (?P<written>\d+) written \((?P<embedded>\d+) embedded, (?P<cached>\d+) cached, "
+    r"(?P<reused>\d+) reused, (?P<deleted>\d+) deleted\)"
 )
 PRINTED_INDEX = re.compile(r"chunks table version (?P<version>\d+), tag (?P<tag>run-\w+)")
 

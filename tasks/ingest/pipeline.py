@@ -119,6 +119,7 @@ class Vectors:
     vectors: np.ndarray
     embedded: int = 0  # distinct texts the model encoded
     reused: int = 0  # chunks whose vector was already stored
+    cached: int = 0  # distinct texts whose vectors the embed step's cache gave: no model run
 
 
 class Stages(Protocol):

@@ -207,7 +207,17 @@ class _Assembled(Future[Vectors]):
 
     def result(self) -> Vectors:
         embedded = dict(zip(self.hashes, self.new.result(), strict=True))
-        return assemble(self.chunks, self.stored, embedded, self.dimension)
+        vectors = assemble(self.chunks, self.stored, embedded, self.dimension)
+        if served_from_cache(self.new):  # a finished run's vectors: this run embedded none
+            return replace(vectors, embedded=0, cached=vectors.embedded)
+        return vectors
+
+
+def served_from_cache(future: object) -> bool:
+    """Whether Prefect answered the task run of `future` from its cache (its `Cached` state:
+    the result of an earlier run with the same key, the task's function not run)."""
+    state = getattr(future, "state", None)
+    return state is not None and state.name == "Cached"
 
 
 @dataclass

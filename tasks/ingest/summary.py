@@ -75,6 +75,7 @@ class IngestSummary:
     files_to_index: int = 0
     chunks_written: int = 0
     chunks_embedded: int = 0
+    chunks_cached: int = 0  # vectors the embed step's cache gave (a --rebuild's, say)
     chunks_reused: int = 0
     chunks_deleted: int = 0
     chunks_refit: int = 0
@@ -137,6 +138,7 @@ class IngestSummary:
         if outcome.vectors is not None:
             self.chunks_written += outcome.chunks_written
             self.chunks_embedded += outcome.vectors.embedded
+            self.chunks_cached += outcome.vectors.cached
             self.chunks_reused += outcome.vectors.reused
         self.chunks_refit += sum(result.refit for result in outcome.splits)
         self.chunks_truncated += sum(result.over_window for result in outcome.splits)
@@ -158,6 +160,7 @@ class IngestSummary:
         return {
             "written": self.chunks_written,
             "embedded": self.chunks_embedded,
+            "cached": self.chunks_cached,
             "reused": self.chunks_reused,
             "deleted": self.chunks_deleted,
         }
