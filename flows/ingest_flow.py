@@ -74,7 +74,7 @@ def ingest(settings: IngestSettings) -> State[Any]:
             load = settings.narrow(LoadSettings)
             retry = retried(load)
             ledger = unwalked(dataset.ledger())  # not walked by Prefect: one entry per file
-            plan = plan_task(settings.source_dir, ledger, scan, fp.id, retry)
+            plan = plan_task(settings.source_dir, ledger, scan, fp.id, retry, settings.retry_failed)
             previous_tag = next(reversed(dataset.run_tags()), None) if questions else None
         summary.add_plan(plan)
         logger.info(plan.describe())
@@ -95,9 +95,11 @@ def ingest(settings: IngestSettings) -> State[Any]:
             summary.removed = len(plan.removed)
             dataset.refresh_stats(list(plan.touched))  # the scan's fast path, next time
         with summary.timed("finalize"):
-            if plan.changes or not dataset.is_finalized():  # else: no new version to tag
+            if dataset.chunks_changed():  # a new state of the chunks: a new run tag
                 summary.run_tag = f"run-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}"
                 finalize_task(dataset, summary.run_tag)
+            elif not dataset.is_finalized():  # the ledger alone changed: no tag of its own
+                dataset.finalize_ledger()
             summary.table_version = dataset.chunks.version
         if questions and summary.run_tag:  # a new version: is search still as good?
             with summary.timed("gate"):

@@ -355,6 +355,57 @@ def test_a_batch_that_keeps_failing_marks_only_its_documents(
     assert_consistent(uri)
 
 
+def test_a_broken_file_keeps_the_restore_history_and_waits_for_its_retry(subprocess_env, tmp_path):
+    """Seven command runs without a Prefect API over a folder with one broken PDF: the first
+    is tagged; the second tries the PDF again and changes no chunk, so it makes no tag; runs
+    3 to 6 find the PDF waiting for its back-off: nothing to do, so no flow run, no parse (its
+    attempts stay), no tag; the seventh, with an edit and --retry-failed, tries it and is
+    tagged. No two tags name one version, and the first run's state can still be restored."""
+    from flows import restore as restore_cli
+    from tasks.dataset.dataset import Dataset
+
+    corpus, uri = tmp_path / "docs", str(tmp_path / "index")
+    corpus.mkdir()
+    (corpus / "note.md").write_text("# Note\n\nThe kettle is made of copper.\n", "utf-8")
+    (corpus / "x.pdf").write_bytes(uuid.uuid4().bytes * 8)  # garbage with a .pdf name
+    env = {k: v for k, v in subprocess_env.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")  # no API: a command's own server
+
+    def ingest_command(*options: str) -> subprocess.CompletedProcess[str]:
+        return run_module(
+            "flows.ingest", str(corpus), "--index", uri, "--model", "hash", *options, env=env
+        )
+
+    def attempts() -> int:
+        return next(r["attempts"] for r in rows(uri, DOCUMENTS_TABLE) if r["doc_id"] == "x.pdf")
+
+    first = ingest_command()
+    assert first.returncode == 2 and "failed: x.pdf: not_a_pdf" in first.stdout, first.stderr
+    [first_tag] = Dataset(uri).run_tags()
+    second = ingest_command()
+    assert second.returncode == 2 and attempts() == 2, second.stderr[-3000:]
+    assert "tag none" in second.stdout and list(Dataset(uri).run_tags()) == [first_tag]
+    for _ in range(3, 7):
+        waiting = ingest_command()
+        assert waiting.returncode == 0, waiting.stderr[-3000:]
+        assert "nothing changed: no flow run recorded" in waiting.stderr
+        assert "waiting: x.pdf: not_a_pdf: failed 2 times in a row" in waiting.stdout
+    assert attempts() == 2, "the unchanged broken file was not parsed again"
+    assert list(Dataset(uri).run_tags()) == [first_tag]
+
+    (corpus / "note.md").write_text("# Note\n\nThe kettle is made of brass.\n", "utf-8")
+    forced = ingest_command("--retry-failed")
+    assert forced.returncode == 2 and attempts() == 3, forced.stderr[-3000:]
+    assert len(Dataset(uri).run_tags()) == 2
+    for table in (CHUNKS_TABLE, DOCUMENTS_TABLE):
+        versions = [
+            t["version"] for t in lancedb.connect(uri).open_table(table).tags.list().values()
+        ]
+        assert len(set(versions)) == len(versions), f"two tags name one {table} version"
+    assert restore_cli.main([first_tag, "--index", uri]) == 0
+    assert [r["text"] for r in rows(uri)] == ["Note\n\nThe kettle is made of copper."]
+
+
 def run_ingest(
     corpus: Path, uri: str, env: dict[str, str], *options: str, **extra_env: str
 ):  # one file per batch; each batch its own commit unless `options` say otherwise

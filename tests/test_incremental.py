@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import lancedb
@@ -13,14 +14,14 @@ import pytest
 
 import tasks.dataset.upkeep as upkeep_module
 import tasks.ingest.discover as discover_module
-from tasks.core.reasons import Status
+from tasks.core.reasons import Reason, Status
 from tasks.core.records import Block, Document, LedgerEntry, SourceFile
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE, Fingerprint
 from tasks.dataset.upkeep import KEEP_RUN_TAGS
 from tasks.embed.hash_backend import HashEmbedder
-from tasks.ingest.discover import Scan, discover, plan_changes
+from tasks.ingest.discover import Scan, Waiting, discover, plan_changes
 from tasks.ingest.steps import SPLIT_CACHE
 from tasks.text.split import SplitSettings, split_document
 
@@ -72,6 +73,44 @@ def test_plan_indexes_new_changed_failed_and_refingerprinted_files():
         "unreadable",
     ]
     assert plan.removed == ("gone",)
+
+
+HOUR_US = 3600 * 10**6
+
+
+def test_an_unchanged_failed_file_waits_for_its_back_off():
+    """Tried by the next run after its first failure, then 1, 2, 4, ... hours after its last
+    attempt, at most a day apart; at once when its bytes or the pipeline changed, or when the
+    run retries every failed file."""
+
+    def failed(attempts: int, content_hash: str = "h", fp: str = "fp") -> LedgerEntry:
+        return LedgerEntry(
+            content_hash, Status.FAILED, fp, reason=Reason.NOT_A_PDF, attempts=attempts
+        )  # recorded_us: its last attempt, at 0 here
+
+    def planned(entry: LedgerEntry, now_us: int, retry_failed: bool = False) -> str:
+        ledger = {"x.pdf": replace(entry, recorded_us=0)}
+        plan = plan_changes(
+            Scan((source("x.pdf"),)), ledger, "fp", frozenset(), retry_failed, now_us
+        )
+        assert not plan.unchanged and plan.files_seen == 1
+        return "waits" if plan.waiting else "tried"
+
+    assert planned(failed(1), now_us=1) == "tried"
+    assert planned(failed(2), now_us=HOUR_US - 1) == "waits"
+    assert planned(failed(2), now_us=HOUR_US) == "tried"
+    assert planned(failed(3), now_us=2 * HOUR_US - 1) == "waits"
+    assert planned(failed(6), now_us=16 * HOUR_US) == "tried"
+    assert planned(failed(40), now_us=24 * HOUR_US - 1) == "waits"
+    assert planned(failed(40), now_us=24 * HOUR_US) == "tried"
+    assert planned(failed(2, content_hash="h0"), now_us=1) == "tried", "its bytes changed"
+    assert planned(failed(2, fp="other"), now_us=1) == "tried", "another pipeline"
+    assert planned(failed(2), now_us=1, retry_failed=True) == "tried"
+
+    ledger = {"x.pdf": replace(failed(2), recorded_us=5)}
+    plan = plan_changes(Scan((source("x.pdf"),)), ledger, "fp", now_us=6)
+    assert plan.waiting == (Waiting(source("x.pdf"), Reason.NOT_A_PDF, 2, 5 + HOUR_US),)
+    assert not plan.changes and plan.to_index == ()
 
 
 def test_nothing_under_an_unreadable_folder_is_removed():
@@ -161,6 +200,29 @@ def test_run_tags_name_versions_that_can_be_restored(tmp_path):
     assert Dataset(uri).ledger()["a.md"].content_hash == "First version."
     with pytest.raises(DatasetError, match="no tag 'run-9'"):
         Dataset(uri).restore("run-9")
+
+
+def test_a_run_that_changes_the_ledger_alone_makes_no_run_tag(tmp_path):
+    """A failed file recorded again changes no chunk: no new tag (it would name the same
+    chunks as the last one); the newest tag moves to the ledger's version, so the dataset is
+    finalized again and every kept tag names another state."""
+    uri = str(tmp_path / "index")
+    dataset = prepared(uri)
+    _write_version(dataset, "First version.")
+    dataset.finalize("run-1")
+    dataset.record_failed([Document.not_indexed(source("x.pdf"), Reason.NOT_A_PDF, "no header")])
+    assert not dataset.chunks_changed() and not dataset.is_finalized()
+    dataset.finalize_ledger()
+    assert dataset.is_finalized() and list(dataset.run_tags()) == ["run-1"]
+    _write_version(dataset, "Second version.")
+    assert dataset.chunks_changed()
+    dataset.finalize("run-2")
+    for table in (dataset.chunks, dataset.documents):
+        versions = [tag["version"] for tag in table.tags.list().values()]
+        assert len(set(versions)) == len(versions) == 2
+    dataset.restore("run-1")
+    assert _texts(uri) == ["First version."]
+    assert Dataset(uri).ledger()["x.pdf"].status == Status.FAILED
 
 
 def _file_count(path: str) -> int:

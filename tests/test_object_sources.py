@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import obstore
 import pytest
 
 from benchmarks.support.s3 import CountingMotoServer
@@ -20,7 +21,9 @@ from flows import watch as watch_cli
 from flows.audit import audit_index
 from flows.ingest import ingest
 from tasks.core.reasons import Reason
+from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import STORAGE_OPTIONS_ENV, connect
+from tasks.dataset.object_store import open_store
 from tasks.dataset.schema import CHUNKS_TABLE, DOCUMENTS_TABLE
 from tasks.ingest.discover import ScanSettings, discover
 from tasks.ingest.object_sources import COPIES, discard_copies, error_line, resolve_source
@@ -118,6 +121,67 @@ def test_an_s3_prefix_is_indexed_and_kept_in_step_reading_only_what_changed(
     report = audit_index(index_uri=uri)  # against the source its ledger records
     assert report.clean and report.source_dir == f"s3://{BUCKET}/docs"
     assert _copies_left() == [], "the audit's downloads are deleted too"
+
+
+def _listed(source: str, key: str) -> dict[str, Any]:
+    """The object as a listing gives it: its size, last-modified time and ETag."""
+    return dict(obstore.head(open_store(source), key))
+
+
+@pytest.mark.integration
+def test_an_object_rewritten_within_the_second_it_was_read_is_read_again(
+    store, prefect_backend, tmp_path
+):
+    """S3 dates an object to the second, so one written again with the same size within the
+    second a run listed it keeps its size and last-modified time: only its ETag tells. That
+    second is made exact here: the ledger is given the new object's last-modified time, as
+    the run would have recorded it had it listed the object in the second of the rewrite."""
+    client, server = store
+    source, uri = f"s3://{BUCKET}/quick", str(tmp_path / "index")
+    _put(client, "quick/note.md", b"# Note\n\nThe heron waits by the reeds.\n")
+    first = ingest(source_dir=source, index_uri=uri, model="hash")
+    assert first.indexed == 1
+    _put(client, "quick/note.md", b"# Note\n\nThe egret waits by the reeds.\n")  # same size
+    listed = _listed(source, "note.md")
+    recorded = _ledger(uri)["note.md"]
+    assert recorded["size"] == listed["size"] and recorded["etag"] != listed["e_tag"]
+    ledger = connect(uri).open_table(DOCUMENTS_TABLE)
+    ledger.update(where="doc_id = 'note.md'", values={"mtime": listed["last_modified"]})
+
+    server.gets.clear()
+    again = ingest(source_dir=source, index_uri=uri, model="hash")
+    assert (again.indexed, again.unchanged) == (1, 0), "the new ETag: read again"
+    assert server.gets == Counter({"quick/note.md": 1})
+    hits = Dataset(uri).matching("egret", ["doc_id", "text"], None, 5)
+    assert [hit["doc_id"] for hit in hits] == ["note.md"]
+    assert Dataset(uri).matching("heron", ["doc_id"], None, 5) == []
+    assert _ledger(uri)["note.md"]["etag"] == listed["e_tag"]
+
+    server.gets.clear()
+    third = ingest(source_dir=source, index_uri=uri, model="hash")
+    assert (third.unchanged, third.indexed, server.gets) == (1, 0, Counter())
+
+
+@pytest.mark.integration
+def test_a_ledger_from_before_etags_compares_as_before_and_gets_them(
+    store, prefect_backend, tmp_path
+):
+    """A dataset made before the ledger's etag column: the next run compares its objects by
+    size and last-modified time (reading none), adds the column and records their ETags."""
+    client, server = store
+    source, uri = f"s3://{BUCKET}/older", str(tmp_path / "index")
+    _put(client, "older/a.md", b"# A\n\nAlders grow by rivers.\n")
+    _put(client, "older/b.md", b"# B\n\nBirches have white bark.\n")
+    first = ingest(source_dir=source, index_uri=uri, model="hash")
+    assert first.indexed == 2
+    connect(uri).open_table(DOCUMENTS_TABLE).drop_columns(["etag"])  # as an older dataset
+
+    server.gets.clear()
+    again = ingest(source_dir=source, index_uri=uri, model="hash")
+    assert (again.unchanged, again.indexed, server.gets) == (2, 0, Counter())
+    etags = {doc_id: row["etag"] for doc_id, row in _ledger(uri).items()}
+    assert etags == {key: _listed(source, key)["e_tag"] for key in ("a.md", "b.md")}
+    assert again.run_tag == "", "the ledger alone changed: no new run tag"
 
 
 @pytest.mark.integration

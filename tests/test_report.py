@@ -81,6 +81,7 @@ def test_summary_rows_give_every_count_stage_and_the_dataset_version():
         "files empty": 1,
         "files failed": 1,
         "files removed": 2,
+        "files waiting": 0,
         "chunks written": 40,
         "chunks embedded": 30,
         "chunks cached": 0,

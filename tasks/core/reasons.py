@@ -3,7 +3,8 @@
 The ledger's `status` column holds a `Status`, its `reason` column a `Reason` (the README's
 table of reasons is checked against this list by tests/test_contracts.py). A reason decides
 the status: a file that is readable but holds no text is `empty`; anything else that stops a
-file from being indexed is `failed`, and failed files are retried on the next run.
+file from being indexed is `failed`, and failed files are tried again by later runs (while a
+file's bytes do not change, with a back-off: tasks/ingest/discover.py, RETRY_BACKOFF).
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ class SourceFile:
     mtime_us: int  # modification time, microseconds since the epoch (exact in the ledger)
     content_hash: str  # sha256 of the file bytes
     mime_type: str
+    # An object's ETag as its store listed it ("" for a file, or a store that gives none):
+    # it changes with every write, even one within the second of the last-modified time.
+    etag: str = ""
 
     @property
     def title(self) -> str:
@@ -46,6 +49,9 @@ class LedgerEntry:
     size: int = -1
     mtime_us: int = -1
     reason: Reason | None = None
+    etag: str = ""  # the object's ETag when a run last read it ("" for a file, or not recorded)
+    attempts: int = 0  # failed attempts in a row (0 once indexed or empty)
+    recorded_us: int = -1  # when the last run that tried the file recorded it (µs since the epoch)
 
 
 @dataclass(frozen=True)

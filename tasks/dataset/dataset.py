@@ -34,6 +34,7 @@ from tasks.dataset.schema import (
     CHUNKS_TABLE,
     DOCUMENTS_SCHEMA,
     DOCUMENTS_TABLE,
+    FILLED_LATER_COLUMNS,
     METADATA_UNREAD,
     SCHEMA_VERSION,
     Fingerprint,
@@ -154,6 +155,7 @@ class Dataset:
 
     def _refuse_missing_columns(self, fp: Fingerprint) -> None:
         self._add_metadata_columns(fp)
+        self._add_filled_later_columns(fp)
         for name, schema in (
             (CHUNKS_TABLE, chunks_schema(fp)),
             (DOCUMENTS_TABLE, DOCUMENTS_SCHEMA),
@@ -188,6 +190,16 @@ class Dataset:
         for name, fields in missing.items():
             if fields:
                 self._table(name).add_columns(fields)
+
+    def _add_filled_later_columns(self, fp: Fingerprint) -> None:
+        """Give a dataset made before them the FILLED_LATER_COLUMNS it lacks, empty; nothing is
+        read again (runs fill them as they go)."""
+        schemas = {CHUNKS_TABLE: chunks_schema(fp), DOCUMENTS_TABLE: DOCUMENTS_SCHEMA}
+        for name, columns in FILLED_LATER_COLUMNS.items():
+            table = self._table(name)
+            missing = [column for column in columns if column not in table.schema.names]
+            if missing:
+                table.add_columns([schemas[name].field(column) for column in missing])
 
     def indexed_columns(self) -> set[str]:
         """Columns of the chunks table that have an index."""
@@ -262,6 +274,16 @@ class Dataset:
         (see `upkeep`). Returns the chunks table version a reader now sees."""
         upkeep.finalize(self.chunks, self.documents, run_tag)
         return self.chunks.version
+
+    def chunks_changed(self) -> bool:
+        """Whether the chunks table was written since the newest run tag (or has none): this
+        run, or a crashed one, made a new state of the chunks, which `finalize` tags."""
+        return upkeep.changed_since_tag(self.chunks)
+
+    def finalize_ledger(self) -> None:
+        """After a run that changed the ledger and no chunk: its upkeep, no new tag (see
+        `upkeep.finalize_ledger`)."""
+        upkeep.finalize_ledger(self.documents)
 
     def is_finalized(self) -> bool:
         """Whether the newest run tag still points at the current version of both tables:

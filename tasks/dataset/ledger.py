@@ -15,31 +15,42 @@ from tasks.dataset.schema import EPOCH, METADATA_COLUMNS, Fingerprint, document_
 from tasks.dataset.sql import sql_in
 
 LEDGER_COLUMNS = [
-    "doc_id", "content_hash", "status", "reason", "pipeline_fingerprint", "size", "mtime"
+    "doc_id", "content_hash", "status", "reason", "pipeline_fingerprint", "size", "mtime",
+    "etag", "attempts", "indexed_at",
 ]  # fmt: skip
+_TIMES = ("mtime", "indexed_at")  # read as µs since the epoch
 
 
 def read_ledger(table: Table) -> dict[str, LedgerEntry]:
     """doc_id → what the documents table records about it. Read column by column (a
-    no-change run of 100,000 files reads 100,000 entries before anything else)."""
-    ledger = table.search().select(LEDGER_COLUMNS).limit(None).to_arrow()
-    mtime_us = ledger.column("mtime").cast(pa.int64()).to_pylist()  # µs since the epoch
+    no-change run of 100,000 files reads 100,000 entries before anything else). A ledger
+    from before a column of FILLED_LATER_COLUMNS reads it as null."""
+    present = set(table.schema.names)
+    rows = table.search().select([c for c in LEDGER_COLUMNS if c in present]).limit(None)
+    ledger = rows.to_arrow()
+
+    def column(name: str) -> list[Any]:
+        if name not in present:
+            return [None] * ledger.num_rows
+        values = ledger.column(name)
+        return (values.cast(pa.int64()) if name in _TIMES else values).to_pylist()
+
     statuses = {status.value: status for status in Status}  # a dict lookup, not Status(...)
-    return {
-        doc_id: LedgerEntry(
+    entries = {}
+    for row in zip(*(column(name) for name in LEDGER_COLUMNS), strict=True):
+        doc_id, content_hash, status, reason, fingerprint, size, mtime, etag, attempts, at = row
+        entries[doc_id] = LedgerEntry(
             content_hash=content_hash,
             status=statuses[status],
             pipeline_fingerprint=fingerprint,
             size=size,
             mtime_us=mtime,
             reason=Reason.of(reason) if reason else None,
+            etag=etag or "",
+            attempts=attempts or 0,
+            recorded_us=-1 if at is None else at,
         )
-        for doc_id, content_hash, status, reason, fingerprint, size, mtime in zip(
-            *(ledger.column(name).to_pylist() for name in LEDGER_COLUMNS[:-1]),
-            mtime_us,
-            strict=True,
-        )
-    }
+    return entries
 
 
 def record(
@@ -99,8 +110,9 @@ def forget(table: Table, doc_ids: list[str]) -> None:
 
 
 def refresh_stats(table: Table, sources: list[SourceFile]) -> None:
-    """Record the size and mtime of files whose bytes did not change (touched, copied), in one
-    commit, so the next scan takes the fast path for them again."""
+    """Record the size, mtime and ETag of files whose bytes did not change (touched, copied,
+    an object written again with the same bytes, or listed with an ETag for the first time),
+    in one commit, so the next scan takes the fast path for them again."""
     rows = pa.table(
         {
             "doc_id": [source.doc_id for source in sources],
@@ -109,6 +121,7 @@ def refresh_stats(table: Table, sources: list[SourceFile]) -> None:
                 [EPOCH + timedelta(microseconds=source.mtime_us) for source in sources],
                 pa.timestamp("us", tz="UTC"),
             ),
+            "etag": pa.array([source.etag or None for source in sources], pa.string()),
         }
     )
     table.merge_insert("doc_id").when_matched_update_all().execute(rows)

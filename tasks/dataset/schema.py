@@ -84,6 +84,9 @@ DOCUMENT_COLUMNS = (
     pa.field("modified", pa.string()),
     pa.field("language", pa.string()),  # declared, else detected; a lower-case tag
     pa.field("meta", pa.string()),  # every key the document declares, as JSON text
+    # An object's ETag when the run read it (SourceFile.etag), null for a file: an object
+    # rewritten with the same size within the second of its last-modified time has another.
+    pa.field("etag", pa.string()),
 )
 # The ledger's metadata columns.
 METADATA_COLUMNS = ("authors", "created", "modified", "language", "meta")
@@ -91,6 +94,10 @@ METADATA_COLUMNS = ("authors", "created", "modified", "language", "meta")
 # (nullable: searches read them as empty). The next ingest run adds them, empty, and reads
 # every document again to fill them (Dataset.prepare).
 ADDED_COLUMNS = {CHUNKS_TABLE: ("authors", "language"), DOCUMENTS_TABLE: METADATA_COLUMNS}
+# The columns that a dataset of this layout made before them lacks, added (empty) by the next
+# ingest run without reading any document again: a missing ETag compares an object by its
+# size and last-modified time, as before, and the next run of its store records it.
+FILLED_LATER_COLUMNS = {DOCUMENTS_TABLE: ("etag",)}
 # The pipeline fingerprint that marks a ledger row for reading again (its metadata unread).
 METADATA_UNREAD = "metadata-unread"
 DOCUMENTS_SCHEMA = pa.schema(DOCUMENT_COLUMNS)
@@ -213,6 +220,7 @@ def document_rows(
             "modified": doc.metadata.modified,
             "language": doc.metadata.language,
             "meta": doc.metadata.meta or None,
+            "etag": doc.source.etag or None,
         }
         for doc in documents
     ]

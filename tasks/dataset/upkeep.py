@@ -1,9 +1,12 @@
 """Upkeep of the two tables: their indexes, compaction, old-version cleanup, run tags, restore.
 
-Every finalized run tags the version it produced in both tables. Cleanup keeps every version
-a kept run tag points at (the newest KEEP_RUN_TAGS runs) and everything younger than
-MIN_VERSION_AGE, so versions and data files stay bounded while the last runs can still be
-restored.
+Every finalized run that changed the chunks tags the version it produced in both tables; a
+run that changed the ledger alone (a failed file tried again, new sizes and mtimes) makes no
+tag but moves the newest one to the ledger's new version (`finalize_ledger`), so no two tags
+name one state of the chunks and the kept tags are the last states that differ. Cleanup keeps
+every version a kept run tag points at (the newest KEEP_RUN_TAGS runs) and everything younger
+than MIN_VERSION_AGE, so versions and data files stay bounded while the last runs can still
+be restored.
 """
 
 from __future__ import annotations
@@ -81,14 +84,37 @@ def finalize(chunks: Table, documents: Table, run_tag: str) -> None:
         table.tags.create(run_tag, table.version)
 
 
+def finalize_ledger(documents: Table) -> None:
+    """After a run that changed the ledger and no chunk: the ledger's index updated, its
+    versions compacted and cleaned up as `finalize` does, and the newest run tag moved to the
+    version produced (the chunks it names are the current ones), so that no new tag names the
+    same chunks as the last one and the dataset is finalized again."""
+    newest = _newest_run_tag(documents)
+    if newest is None or newest[1] == documents.version:
+        return
+    release_free_memory()
+    documents.optimize(cleanup_older_than=_cleanup_age(documents, margin=timedelta(hours=1)))
+    _clean_up_to_oldest_tag(documents)
+    documents.tags.update(newest[0], documents.version)
+
+
+def changed_since_tag(table: Table) -> bool:
+    """Whether the table has a version its newest run tag does not name: written since the
+    last finalize, or never finalized."""
+    newest = _newest_run_tag(table)
+    return newest is None or newest[1] != table.version
+
+
 def is_finalized(tables: tuple[Table, ...]) -> bool:
     """Whether the newest run tag still points at the current version of every table."""
-    for table in tables:
-        tags = table.tags.list()
-        runs = sorted(name for name in tags if name.startswith(RUN_TAG_PREFIX))
-        if not runs or tags[runs[-1]]["version"] != table.version:
-            return False
-    return True
+    return not any(changed_since_tag(table) for table in tables)
+
+
+def _newest_run_tag(table: Table) -> tuple[str, int] | None:
+    """The newest run tag of the table and the version it names; None when it has none."""
+    tags = table.tags.list()
+    runs = sorted(name for name in tags if name.startswith(RUN_TAG_PREFIX))
+    return (runs[-1], tags[runs[-1]]["version"]) if runs else None
 
 
 def run_tags(table: Table) -> dict[str, int]:

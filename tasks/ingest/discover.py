@@ -6,8 +6,10 @@ import fnmatch
 import hashlib
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cache
 from pathlib import Path, PurePosixPath
 from stat import S_ISDIR, S_ISLNK
@@ -209,6 +211,44 @@ def discover(
     return Scan(tuple(sorted(found, key=lambda f: f.doc_id)), tuple(sorted(unreadable)), scope)
 
 
+# A failed file whose bytes did not change (nor the pipeline) is tried again by the next run
+# after its first failure, then once RETRY_BACKOFF has passed since its last attempt, twice as
+# long after each further failure, at most RETRY_BACKOFF_MAX apart: a file that stays broken
+# is read again after 1, 2, 4, 8 and 16 hours, then once a day, not by every run. A file whose
+# bytes changed is tried at once; `--retry-failed` tries every failed file now.
+RETRY_BACKOFF = timedelta(hours=1)
+RETRY_BACKOFF_MAX = timedelta(days=1)
+
+
+def retry_delay(attempts: int) -> timedelta:
+    """How long after its last attempt a failed file whose bytes did not change waits for
+    the next one, after `attempts` failed attempts in a row (see RETRY_BACKOFF)."""
+    if attempts <= 1:
+        return timedelta(0)
+    return min(RETRY_BACKOFF * 2 ** min(attempts - 2, 16), RETRY_BACKOFF_MAX)
+
+
+class RetrySettings(Settings):
+    """When a run tries failed files again (RETRY_BACKOFF)."""
+
+    retry_failed: bool = option(
+        False,
+        "try every failed file again now; without it, a failed file whose bytes did not change "
+        "is tried by the next run, then after 1, 2, 4, ... hours (at most a day apart)",
+    )
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A failed file that a run does not try: its bytes and the pipeline are as they were when
+    it last failed, and its back-off has not passed."""
+
+    source: SourceFile
+    reason: Reason | None  # why it failed last
+    attempts: int  # failed attempts in a row
+    due_us: int  # from when a run tries it again (µs since the epoch)
+
+
 @dataclass(frozen=True)
 class Plan:
     """What a run does: index these files, leave those alone, remove the vanished ones."""
@@ -218,8 +258,9 @@ class Plan:
     removed: tuple[str, ...]  # doc_ids in the ledger that are no longer on disk
     kept_unseen: tuple[str, ...] = ()  # not seen, but under a folder that could not be listed
     unreadable_dirs: tuple[str, ...] = ()  # folders the scan could not list
-    touched: tuple[SourceFile, ...] = ()  # unchanged bytes, but another size or mtime
+    touched: tuple[SourceFile, ...] = ()  # unchanged bytes, but another size, mtime or ETag
     scope: tuple[str, ...] | None = None  # the paths the scan was restricted to; None: all
+    waiting: tuple[Waiting, ...] = ()  # failed files not tried before their back-off passed
 
     @property
     def changes(self) -> bool:
@@ -228,15 +269,16 @@ class Plan:
 
     @property
     def files_seen(self) -> int:
-        return len(self.to_index) + len(self.unchanged)
+        return len(self.to_index) + len(self.unchanged) + len(self.waiting)
 
     def describe(self) -> str:
         """One line for the run log."""
         restricted = "" if self.scope is None else f" (scan restricted to {len(self.scope)} paths)"
+        waiting = f", {len(self.waiting)} failed waiting for their retry" if self.waiting else ""
         return (
             f"{self.files_seen} files{restricted}: {len(self.to_index)} to index, "
-            f"{len(self.unchanged)} unchanged, {len(self.removed)} removed; unreadable folders: "
-            f"{', '.join(self.unreadable_dirs) or 'none'}"
+            f"{len(self.unchanged)} unchanged{waiting}, {len(self.removed)} removed; "
+            f"unreadable folders: {', '.join(self.unreadable_dirs) or 'none'}"
         )
 
 
@@ -245,32 +287,47 @@ def plan_changes(
     ledger: Mapping[str, LedgerEntry],
     fingerprint: str,
     retry: frozenset[Reason] = frozenset(),
+    retry_failed: bool = False,
+    now_us: int | None = None,
 ) -> Plan:
     """Diff a completed scan against the ledger by content hash.
 
     A file is unchanged when its bytes, the pipeline fingerprint and a successful status all
-    match the ledger; failed documents, and documents left empty for one of the `retry`
-    reasons (`ocr_off` when this run has OCR on), are tried again. An unchanged file whose
-    size or mtime differ from the ledger's is also `touched` (its new ones are recorded). A
-    ledger entry missing from the scan is removed only if the scan looked where it was (its
-    `scope`, when restricted) and no unreadable folder could be hiding it.
+    match the ledger; documents left empty for one of the `retry` reasons (`ocr_off` when this
+    run has OCR on) are tried again, and so are failed ones, but a failed file whose bytes and
+    pipeline are as they were waits until its back-off has passed (`retry_delay` after its
+    last attempt, as of `now_us`, default now), unless `retry_failed`. An unchanged file whose
+    size, mtime or ETag differ from the ledger's is also `touched` (its new ones are
+    recorded). A ledger entry missing from the scan is removed only if the scan looked where
+    it was (its `scope`, when restricted) and no unreadable folder could be hiding it.
     """
+    now_us = time.time_ns() // 1000 if now_us is None else now_us
     to_index: list[SourceFile] = []
     unchanged: list[SourceFile] = []
     touched: list[SourceFile] = []
+    waiting: list[Waiting] = []
     for source in scan.files:
         entry = ledger.get(source.doc_id)
+        if entry is None:
+            to_index.append(source)
+            continue
+        as_before = (
+            entry.content_hash == source.content_hash and entry.pipeline_fingerprint == fingerprint
+        )
+        if as_before and entry.status == Status.FAILED and not retry_failed:
+            due_us = entry.recorded_us + retry_delay(entry.attempts) // timedelta(microseconds=1)
+            if now_us < due_us:
+                waiting.append(Waiting(source, entry.reason, entry.attempts, due_us))
+                continue
         same = (
-            entry is not None
+            as_before
             and source.content_hash != ""
-            and entry.content_hash == source.content_hash
-            and entry.pipeline_fingerprint == fingerprint
             and entry.status != Status.FAILED
             and entry.reason not in retry
         )
         (unchanged if same else to_index).append(source)
-        recorded = (entry.size, entry.mtime_us) if entry is not None else None
-        if same and recorded != (source.size, source.mtime_us):  # same bytes, touched
+        recorded = (entry.size, entry.mtime_us, entry.etag)
+        if same and recorded != (source.size, source.mtime_us, source.etag):  # same bytes
             touched.append(source)
     seen = {source.doc_id for source in scan.files}
     scope = frozenset(("",) if scan.scope is None else scan.scope)
@@ -285,6 +342,7 @@ def plan_changes(
         scan.unreadable_dirs,
         tuple(touched),
         scan.scope,
+        tuple(waiting),
     )
 
 
@@ -294,7 +352,9 @@ def plan_run(
     settings: ScanSettings,
     fingerprint: str,
     retry: frozenset[Reason] = frozenset(),
+    retry_failed: bool = False,
 ) -> Plan:
     """Scan `root` (hashing only files whose size or mtime changed) and diff it against the
     ledger: the plan of a run."""
-    return plan_changes(discover(root, ledger, settings), ledger, fingerprint, retry)
+    scan = discover(root, ledger, settings)
+    return plan_changes(scan, ledger, fingerprint, retry, retry_failed)

@@ -2,9 +2,9 @@
 """Documents in an object store (`s3://bucket/prefix`, `gs://…`, `az://…`), scanned as a folder is.
 
 The listing is streamed page by page and diffed against the ledger like a folder's files: an
-object's doc_id is its key relative to the prefix, its size and last-modified time are the
-fast path (an object whose listing matches its ledger entry keeps the recorded hash and is not
-read); any other object is downloaded once, into this process's folder of copies, and hashed
+object's doc_id is its key relative to the prefix, its size, last-modified time and ETag are
+the fast path (an object whose listing matches its ledger entry keeps the recorded hash and is
+not read); any other object is downloaded once, into this process's folder of copies, and hashed
 while it downloads. A copy is named by its content hash, so the load step on the same machine
 reads it instead of the store (`load_objects`); a load step on a machine that did not plan the
 run (a remote Dask worker) finds no copy and fetches its objects itself. The ingest flow
@@ -208,11 +208,11 @@ def list_objects(
     object-store side of tasks/ingest/discover.py's `discover` (which gives its ScanSettings
     as the `rules`, and the `scope` of paths to look at; None: all).
 
-    An object whose size and last-modified time match its ledger entry keeps the recorded hash
-    unread; the others are downloaded (FETCHERS at once) and hashed. One that cannot be read
-    gets an empty hash, so the load step tries it again and records why; one deleted since
-    the listing is not there. A listing that fails is a DatasetError naming the URL: a partial
-    listing would take every unlisted document as deleted.
+    An object whose size, last-modified time and ETag match its ledger entry (`_same_listing`)
+    keeps the recorded hash unread; the others are downloaded (FETCHERS at once) and hashed.
+    One that cannot be read gets an empty hash, so the load step tries it again and records
+    why; one deleted since the listing is not there. A listing that fails is a DatasetError
+    naming the URL: a partial listing would take every unlisted document as deleted.
     """
     import obstore
 
@@ -229,10 +229,11 @@ def list_objects(
         if not rules.included(doc_id):
             return
         entry = known.get(doc_id)
-        size, mtime_us = meta["size"], _mtime_us(meta)
-        unchanged = entry is not None and (entry.size, entry.mtime_us) == (size, mtime_us)
+        size, mtime_us, etag = meta["size"], _mtime_us(meta), meta.get("e_tag") or ""
+        unchanged = entry is not None and _same_listing(entry, size, mtime_us, etag)
         content_hash = entry.content_hash if entry is not None and unchanged else ""
-        found[doc_id] = SourceFile(doc_id, f"{url}/{doc_id}", size, mtime_us, content_hash, mime)
+        url_of = f"{url}/{doc_id}"
+        found[doc_id] = SourceFile(doc_id, url_of, size, mtime_us, content_hash, mime, etag)
         if not unchanged:
             to_hash.append((doc_id, meta))
 
@@ -265,6 +266,15 @@ def list_objects(
             else:
                 found[doc_id] = replace(found[doc_id], content_hash=content_hash)
     return tuple(found[doc_id] for doc_id in sorted(found))
+
+
+def _same_listing(entry: LedgerEntry, size: int, mtime_us: int, etag: str) -> bool:
+    """Whether an object is listed as the ledger recorded it: the same size and last-modified
+    time (to the second, on S3) and, where both have one, the same ETag, which an object
+    rewritten within that second does not keep. A ledger without the ETag (a dataset from
+    before it was recorded) compares as before; the run records it (Plan.touched)."""
+    same_etag = not (entry.etag and etag) or entry.etag == etag
+    return (entry.size, entry.mtime_us) == (size, mtime_us) and same_etag
 
 
 def needs_copies(sources: Sequence[SourceFile], max_file_mb: float) -> bool:

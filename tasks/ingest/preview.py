@@ -44,6 +44,7 @@ def plan_ahead(settings: IngestSettings, dataset: Dataset) -> Plan | None:
         settings.narrow(ScanSettings),
         dataset.fingerprint.id,
         retry,
+        settings.retry_failed,
     )
 
 

@@ -93,7 +93,8 @@ def failures_description(summary: IngestSummary) -> str:
     if not summary.failed:
         return "No file failed in this run."
     return (
-        f"**{len(summary.failed)} file(s) failed**; they are retried on the next run. "
+        f"**{len(summary.failed)} file(s) failed**; later runs try them again (the next run, "
+        "then, while a file's bytes do not change, after 1, 2, 4, ... hours). "
         "*reason* is the short cause (e.g. `not_a_pdf`, `parse_timeout`), *message* the detail."
     )
 

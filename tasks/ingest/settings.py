@@ -18,7 +18,7 @@ from tasks.dataset.location import DatasetOption, local_path
 from tasks.dataset.lock import LockOption
 from tasks.dataset.object_store import is_object_url
 from tasks.embed.models import DEFAULT_MODEL, known_specs, model_spec_for, parse_spec
-from tasks.ingest.discover import ScanSettings
+from tasks.ingest.discover import RetrySettings, ScanSettings
 from tasks.ingest.load import LoadSettings
 from tasks.ingest.pipeline import BatchSettings, CommitSettings
 from tasks.text.split import SplitSettings
@@ -88,6 +88,7 @@ class GateSettings(Settings):
 
 class IngestSettings(
     GateSettings,
+    RetrySettings,
     ScanSettings,
     LoadSettings,
     CommitSettings,

@@ -7,10 +7,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from tasks.core.reasons import Reason, Status
 from tasks.core.records import Document
-from tasks.ingest.discover import Plan
+from tasks.ingest.discover import Plan, Waiting
 from tasks.ingest.pipeline import BatchOutcome
 
 
@@ -70,6 +71,7 @@ class IngestSummary:
     indexed: int = 0
     failed: list[FileProblem] = field(default_factory=list)
     empties: list[FileProblem] = field(default_factory=list)
+    waiting: list[FileProblem] = field(default_factory=list)  # failed, not tried (back-off)
     removed: int = 0
     kept_unseen: int = 0  # not seen, but under a folder that could not be listed
     files_to_index: int = 0
@@ -105,7 +107,10 @@ class IngestSummary:
         """The flow run's state message."""
         if self.gate is not None and self.gate.failed:
             return self.gate.describe()
-        return f"{len(self.failed)} file(s) failed" if self.failed else "no file failed"
+        outcome = f"{len(self.failed)} file(s) failed" if self.failed else "no file failed"
+        if self.waiting:
+            outcome += f" ({len(self.waiting)} failed before, waiting for their retry)"
+        return outcome
 
     @contextmanager
     def timed(self, stage: str) -> Iterator[None]:
@@ -120,6 +125,7 @@ class IngestSummary:
     def add_plan(self, plan: Plan) -> None:
         self.files_seen, self.unchanged = plan.files_seen, len(plan.unchanged)
         self.files_to_index, self.kept_unseen = len(plan.to_index), len(plan.kept_unseen)
+        self.waiting = [_waiting(file) for file in plan.waiting]
 
     def add_documents(self, documents: list[Document]) -> None:
         """Count the outcome of a batch's documents."""
@@ -154,6 +160,7 @@ class IngestSummary:
             "empty": self.empty,
             "failed": len(self.failed),
             "removed": self.removed,
+            "waiting": len(self.waiting),
         }
 
     def chunk_counts(self) -> dict[str, int]:
@@ -225,4 +232,15 @@ class IngestSummary:
             lines.append(self.gate.describe())
         lines += [f"failed: {problem}" for problem in self.failed]
         lines += [f"empty: {problem}" for problem in self.empties]
+        lines += [f"waiting: {problem}" for problem in self.waiting]
         return "\n".join(lines)
+
+
+def _waiting(file: Waiting) -> FileProblem:
+    """A failed file the run did not try, with when a run tries it again."""
+    due = datetime.fromtimestamp(file.due_us / 1e6, UTC)
+    message = (
+        f"failed {file.attempts} times in a row, bytes unchanged: tried again from "
+        f"{due:%Y-%m-%d %H:%M} UTC (or with --retry-failed)"
+    )
+    return FileProblem(file.source.doc_id, file.reason or Reason.PARSE_ERROR, message)
