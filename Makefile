@@ -11,13 +11,15 @@ install: $(STAMP)
 # torch first: the CPU build on this machine's disk (a looser spec pulls a CUDA build).
 # unstructured-inference only provides modules that partition_pdf imports; its own
 # requirements (timm, torchvision, CUDA torch) are not needed for strategy="fast".
-# tasks.embed.prepare exports and quantises the embedding model once (offline, seconds).
+# tasks.embed.prepare exports and quantises the embedding model once (offline, seconds);
+# tasks.text.lexicon makes the bilingual lexicons from the dictionaries' wheels (~20 s).
 $(STAMP): pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'
 	$(PY) -m pip install --quiet --no-deps 'unstructured-inference==1.6.14'
 	$(PY) -m tasks.embed.prepare
+	$(PY) -m tasks.text.lexicon
 	touch $(STAMP)
 
 demo: install

@@ -23,6 +23,10 @@ Designs (`DESIGNS`):
 - headings: the dual model, each chunk embedded with its document title and heading path in
   front ("Title > A > B", then the text); questions as the dual's; headings-path: the heading
   path alone in front (the default model, DEFAULT_MODEL);
+- cjk-e5: chunks routed by script: a Chinese, Japanese or Korean chunk scored by
+  multilingual-e5-small (its heading path in front), any other by the default model
+  (headings-path); the question embedded by both, each model's cosines standardised over its
+  own chunks before one list is made (`cjk_e5_lists`);
 - runs-T: the dual's, with the English model also reading the Latin runs (identifiers,
   commands, English words) of chunks in another script, at weight T (see `latin_runs`).
 
@@ -43,14 +47,26 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import quality
-from benchmarks.quality import DOCS_QUESTIONS, LOCAL_SETS, SETS, DevSet, candidates, dataset_for
+from benchmarks.quality import (
+    DOCS_QUESTIONS,
+    LOCAL_SETS,
+    SECTION_SETS,
+    SETS,
+    Candidates,
+    DevSet,
+    candidates,
+    dataset_for,
+    judge_sections,
+    section_needs,
+)
+from tasks.core.scripts import language_group
 from tasks.dataset.dataset import Dataset
 from tasks.embed.base import CrossScriptRescorer
 from tasks.embed.dual_backend import DualEmbedder, DualQuestions, reads_english
 from tasks.embed.e5_backend import E5_MODEL_ID
 from tasks.embed.models import DUAL_MODEL, get_embedder, query_embedder
 from tasks.eval.metrics import read_qrels, score_run
-from tasks.search.fusion import Fusion, best_per_doc, fusion_for
+from tasks.search.fusion import Fusion, best_per_doc, fusion_for, standardised
 from tasks.search.hits import HIT_COLUMNS, Hit
 from tasks.search.searcher import Searcher
 
@@ -77,7 +93,7 @@ class SetData:
     uri: str
     rows: list[dict]
     stored: np.ndarray  # the default model's vectors, row order
-    lists: list  # (qid, question, vector hits, text hits, coverage) per question
+    lists: list[Candidates]  # each question's lists before fusion
     qrels: dict
 
 
@@ -86,6 +102,8 @@ class Design:
     chunks: Callable[[SetData], np.ndarray]
     questions: Callable[[SetData], tuple[np.ndarray, CrossScriptRescorer | None]]
     fusion: Fusion
+    # the vector lists themselves, where the design ranks otherwise than one cosine
+    lists: Callable[[SetData], list[list[Hit]]] | None = None
 
 
 def load(name: str) -> SetData:
@@ -94,9 +112,8 @@ def load(name: str) -> SetData:
     table = Dataset(uri).chunks.to_arrow()
     rows = table.select([c for c in HIT_COLUMNS if c in table.column_names]).to_pylist()
     stored = np.stack(table.column("vector").to_numpy(zero_copy_only=False)).astype(np.float32)
-    return SetData(
-        name, uri, rows, stored, candidates(searcher, name), read_qrels(DevSet.named(name).qrels)
-    )
+    judged = section_needs(name) if name in SECTION_SETS else read_qrels(DevSet.named(name).qrels)
+    return SetData(name, uri, rows, stored, candidates(searcher, name), judged)
 
 
 def _dual() -> DualEmbedder:
@@ -116,7 +133,7 @@ def e5_passages(data: SetData) -> np.ndarray:
 
 
 def _questions(data: SetData) -> list[str]:
-    return [question for _, question, *_ in data.lists]
+    return [found.question.text for found in data.lists]
 
 
 def dual_questions(data: SetData) -> tuple[np.ndarray, CrossScriptRescorer | None]:
@@ -209,12 +226,55 @@ def headings_chunks(title: bool) -> Callable[[SetData], np.ndarray]:
     return chunks
 
 
+def cjk_e5_lists(data: SetData) -> list[list[Hit]]:
+    """Each chunk scored by the model it is routed to: a Chinese, Japanese or Korean chunk by
+    e5 (its heading path in front, as the default model reads chunks), any other by the
+    default model (headings-path, re-scored across scripts as the searcher does); each
+    model's cosines standardised over its own chunks, so that one model's scale does not
+    rank its chunks above the other's."""
+    groups = [language_group(row["text"]) for row in data.rows]
+    routed = np.array([group in CJK_GROUPS for group in groups], bool)
+    version = Dataset(data.uri).chunks.version
+    cache = Path(data.uri) / f"e5-headings-{version}.npy"
+    if cache.exists():
+        passages = np.load(cache)
+    else:
+        texts = [with_headings(row, title=False) for i, row in enumerate(data.rows) if routed[i]]
+        passages = get_embedder("e5").encode(texts) if texts else np.zeros((0, 384), np.float32)
+        np.save(cache, passages)
+    e5_questions_, _ = e5_questions(data)
+    default = vector_lists(data, DESIGNS["headings-path"])
+    rows = np.flatnonzero(routed)
+    found = []
+    for hits, asked in zip(default, e5_questions_, strict=True):
+        others = [hit for hit in hits if not routed[_row_of(data, hit.chunk_id)]]
+        scored = standardised(others)
+        merged = [hit.rescored(scored[hit.chunk_id]) for hit in others]
+        if rows.size:
+            cosines = passages @ asked
+            z = (cosines - cosines.mean()) / (cosines.std() or 1.0)
+            for at in np.argsort(-z)[:DEPTH]:
+                merged.append(Hit.from_row(data.rows[rows[at]], float(z[at])))
+        found.append(sorted(merged, key=lambda hit: -hit.score)[:DEPTH])
+    return found
+
+
+CJK_GROUPS = frozenset({"chinese", "japanese", "korean"})
+
+
+def _row_of(data: SetData, chunk_id: str) -> int:
+    if not hasattr(data, "_rows_by_id"):
+        data._rows_by_id = {row["chunk_id"]: i for i, row in enumerate(data.rows)}  # type: ignore[attr-defined]
+    return data._rows_by_id[chunk_id]  # type: ignore[attr-defined]
+
+
 DESIGNS: dict[str, Design] = {
     "dual": Design(stored, dual_questions, fusion_for(True)),
     "e5": Design(e5_passages, e5_questions, fusion_for(True)),
     "dual-e5": Design(dual_e5_chunks, dual_e5_questions, fusion_for(True)),
     "headings": Design(headings_chunks(True), dual_questions, fusion_for(True)),
     "headings-path": Design(headings_chunks(False), dual_questions, fusion_for(True)),
+    "cjk-e5": Design(stored, dual_questions, fusion_for(True), cjk_e5_lists),
     **{
         f"runs-{t}": Design(runs_chunks(t), dual_questions, fusion_for(True))
         for t in (0.05, 0.1, 0.2, 0.3)
@@ -228,10 +288,13 @@ DESIGNS: dict[str, Design] = {
 
 
 def vector_lists(data: SetData, design: Design) -> list[list[Hit]]:
+    if design.lists is not None:
+        return design.lists(data)
     chunks = design.chunks(data)
     asked, rescorer = design.questions(data)
     found = []
-    for (_, question, *_), vector in zip(data.lists, asked, strict=True):
+    for asking, vector in zip(data.lists, asked, strict=True):
+        question = asking.question.text
         similarity = chunks @ vector
         order = np.argsort(-similarity)[:DEPTH]
         hits = [Hit.from_row(data.rows[i], float(similarity[i])) for i in order]
@@ -245,13 +308,40 @@ def vector_lists(data: SetData, design: Design) -> list[list[Hit]]:
 
 
 def measure(data: SetData, by_vector: list[list[Hit]], fusion: Fusion) -> dict[str, dict]:
+    if data.name in SECTION_SETS:
+        return measure_sections(data, by_vector, fusion)
     runs: dict[str, dict[str, list[str]]] = {"vector": {}, "fts": {}, "hybrid": {}}
-    for (qid, question, _, by_text, coverage), vectors in zip(data.lists, by_vector, strict=True):
+    for found, vectors in zip(data.lists, by_vector, strict=True):
         depth = fusion.depth
-        fused = fusion.fuse(question, vectors[:depth], by_text[:depth], 2 * depth, coverage)
-        for mode, hits in (("vector", vectors), ("fts", by_text), ("hybrid", fused)):
-            runs[mode][qid] = [hit.doc_id for hit in best_per_doc(hits)][:K]
+        fused = fusion.fuse(
+            found.question,
+            vectors[:depth],
+            found.text[:depth],
+            2 * depth,
+            found.coverage,
+            found.translated[:depth],
+        )
+        for mode, hits in (("vector", vectors), ("fts", found.text), ("hybrid", fused)):
+            runs[mode][found.qid] = [hit.doc_id for hit in best_per_doc(hits)][:K]
     return {mode: summary(run, data.qrels) for mode, run in runs.items()}
+
+
+def measure_sections(data: SetData, by_vector: list[list[Hit]], fusion: Fusion) -> dict[str, dict]:
+    """A section set's section@3, page@3 and page@1 per mode (of its first 10 chunks)."""
+    lists: dict[str, list[list[Hit]]] = {"vector": [], "fts": [], "hybrid": []}
+    for found, vectors in zip(data.lists, by_vector, strict=True):
+        depth = fusion.depth
+        fused = fusion.fuse(
+            found.question,
+            vectors[:depth],
+            found.text[:depth],
+            2 * depth,
+            found.coverage,
+            found.translated[:depth],
+        )
+        for mode, hits in (("vector", vectors), ("fts", found.text), ("hybrid", fused)):
+            lists[mode].append(hits[:K])
+    return {mode: judge_sections(data.name, data.qrels, hits) for mode, hits in lists.items()}
 
 
 def summary(run: dict[str, list[str]], qrels: dict) -> dict[str, float]:
@@ -264,7 +354,9 @@ def summary(run: dict[str, list[str]], qrels: dict) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.designs")
-    parser.add_argument("--sets", nargs="+", default=[*SETS, *DOCS_QUESTIONS, *LOCAL_SETS])
+    parser.add_argument(
+        "--sets", nargs="+", default=[*SETS, *DOCS_QUESTIONS, *LOCAL_SETS, *SECTION_SETS]
+    )
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=DESIGNS)
     parser.add_argument("--smoke", action="store_true", help="cut xquad-en and xquad-zh")
     args = parser.parse_args()
@@ -278,10 +370,17 @@ def main() -> int:
         for label in args.designs:
             design = DESIGNS[label]
             figures = measure(data, vector_lists(data, design), design.fusion)
-            cells = "  ".join(
-                f"{mode} {m['ndcg']:.3f} ({m['top1']:.2f}, {m['top3']:.2f})"
-                for mode, m in figures.items()
-            )
+            if name in SECTION_SETS:
+                cells = "  ".join(
+                    f"{mode} section@3 {m['section@3']} (page@3 {m['page@3']}, "
+                    f"page@1 {m['page@1']})"
+                    for mode, m in figures.items()
+                )
+            else:
+                cells = "  ".join(
+                    f"{mode} {m['ndcg']:.3f} ({m['top1']:.2f}, {m['top3']:.2f})"
+                    for mode, m in figures.items()
+                )
             print(f"{name:<24}{label:<{width}}{cells}", flush=True)
     return 0
 

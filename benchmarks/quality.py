@@ -10,8 +10,12 @@ over English and Chinese paragraphs, the last two across languages), scifact-tra
 page-finding sets of docs-questions/ over the shared documentation folders (rust-book-en,
 rust-book-zh2en, debian-handbook-zh, debian-handbook-en2zh; the share whose page is among the
 first 3 beside the other figures), and this repository's Korean set over the Korean Debian FAQ
-with its English twin (ko-docs, ko-docs-en2ko; benchmarks/data/ko-docs/README.md). Each
-set's documents are ingested once into
+with its English twin (ko-docs, ko-docs-en2ko; benchmarks/data/ko-docs/README.md), and the
+section-finding sets over the Debian New Maintainers' Guide in English, Chinese and Japanese
+(SECTION_SETS: maint-guide-<questions' language>2<pages' language>, the same 30 needs asked in
+each language; a hit is right when it is on the answering page and its section path holds the
+answering heading, as ../shared/eval/score_sections.py judges: section@3, page@3 and page@1
+of the first 10 chunks, no per-document grouping). Each set's documents are ingested once into
 .cache/bench/quality/<set or folder>-<model> (reused while the dataset's fingerprint fits) and
 searched in batch in each mode (or the `--modes` given), documents ranked by their best
 chunk, as `flows.evaluate` does. Prints nDCG@10 per set and mode, recall@10 and MRR@10
@@ -21,11 +25,12 @@ beside it, and one JSON line.
 their own (<set>-<model>-semantic-p<P>), so the recursive splitter's datasets stay and the
 two can be compared side by side; `--modes` measures only some modes.
 
-`--tune` also takes each query's vector and full-text candidate lists once and scores
-hybrid mode over a grid of its fusion settings (tasks/search/fusion.py: the vector list's
-weight α and the candidate depth), printing the best setting for the Chinese set and for
-the others, the current setting's figures, and those with a reciprocal-rank term added to
-its scores. Tune on these dev sets only.
+`--tune` also takes each query's vector, full-text and translated candidate lists once and
+scores hybrid mode over a grid of its fusion settings (tasks/search/fusion.py: the vector
+list's weight α, the coverage gate, the translated list's weight γ and the candidate depth),
+printing each set's figure per setting (nDCG@10; section@3 for the section sets), the
+settings that never fall below a set's better list, and the current setting's figures. Tune
+on these dev sets only.
 
 `--headings` measures what the embedder should see: vector search over the same chunks
 embedded as they are and with their heading path in front (exact cosine search in numpy,
@@ -39,6 +44,8 @@ it still needs ../shared.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.util
 import itertools
 import json
 import pickle
@@ -47,19 +54,23 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from flows.ingest import ingest
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.embed.models import DEFAULT_MODEL
 from tasks.eval.metrics import read_qrels, score_run
-from tasks.search.fusion import Fusion, best_per_doc, term_coverage
+from tasks.search.fusion import Fusion, best_per_doc, standardised, term_coverage
 from tasks.search.hits import Hit
 from tasks.search.params import MODES, Mode, SearchParams
 from tasks.search.queries import read_queries
+from tasks.search.question import Question
 from tasks.search.searcher import Searcher
-from tasks.text.analysis import query_text
 from tasks.text.split import SplitSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,6 +88,15 @@ DOCS_QUESTIONS = {
 # Korean questions over the Korean Debian FAQ, and their English twins.
 LOCAL_SETS = {"ko-docs": "ko-docs", "ko-docs-en2ko": "ko-docs"}
 LOCAL = Path(__file__).resolve().parent / "data"
+# Section finding (docs-questions/maint-guide-*.jsonl): set → (the questions' language, the
+# pages' folder under corpus/html); the pages' language names the heading to find.
+MAINT_GUIDE = {"en": "maint-guide-en", "zh": "maint-guide-zh-cn", "ja": "maint-guide-ja"}
+SECTION_PAIRS = (("en", "en"), ("zh", "zh"), ("ja", "ja"), ("en", "zh"), ("zh", "en"))
+SECTION_PAIRS += (("en", "ja"), ("ja", "en"))
+SECTION_SETS = {
+    (f"maint-guide-{asked}" if asked == pages else f"maint-guide-{asked}2{pages}"): (asked, pages)
+    for asked, pages in SECTION_PAIRS
+}
 
 
 @dataclass(frozen=True)
@@ -89,6 +109,11 @@ class DevSet:
 
     @classmethod
     def named(cls, name: str) -> DevSet:
+        if name in SECTION_SETS:
+            asked, pages = SECTION_SETS[name]
+            questions = EVAL / "docs-questions" / f"maint-guide-{asked}.jsonl"
+            corpus = ROOT.parent / "shared" / "corpus" / "html" / MAINT_GUIDE[pages]
+            return cls(corpus, questions, questions)  # the questions name their sections
         if name in LOCAL_SETS:
             folder = LOCAL / LOCAL_SETS[name]
             return cls(folder / "docs", folder / f"{name}.jsonl", folder / f"{name}.qrels.tsv")
@@ -125,6 +150,8 @@ def dataset_for(name: str, model: str, split: SplitSettings | None = None) -> st
 def scores(
     searcher: Searcher, name: str, modes: tuple[Mode, ...] = MODES
 ) -> dict[str, dict[str, float]]:
+    if name in SECTION_SETS:
+        return section_scores(searcher, name, modes)
     dev = DevSet.named(name)
     queries, qrels = read_queries(dev.queries), read_qrels(dev.qrels)
     texts = [q.query for q in queries]
@@ -136,75 +163,224 @@ def scores(
     return results
 
 
-def candidates(searcher: Searcher, name: str) -> list[tuple[str, str, list[Hit], list[Hit], float]]:
-    """(qid, question, vector list, full-text list, the full-text list's term coverage) per
-    query, DEPTH chunks each; kept beside the dataset, so that tuning again costs no search
-    (removed with the dataset; one file per set, as two sets may share a dataset)."""
+def section_scores(
+    searcher: Searcher, name: str, modes: tuple[Mode, ...]
+) -> dict[str, dict[str, float]]:
+    """section@3, page@3 and page@1 (counts of the set's questions) of each mode, from the
+    first 10 chunks of each question (`flows.query --queries-file … -k 10`)."""
+    needs = section_needs(name)
+    results = {}
+    for mode in modes:
+        found = searcher.search_many(
+            [need["query"] for need in needs], SearchParams(k=K, mode=mode)
+        )
+        results[mode] = judge_sections(name, needs, found)
+    return results
+
+
+def section_needs(name: str) -> list[dict[str, str]]:
+    """A section set's questions: {"qid", "query", "section_<language>" …} per line."""
+    lines = DevSet.named(name).queries.read_text("utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def judge_sections(name: str, needs: list[dict], found: list[list[Hit]]) -> dict[str, float]:
+    """section@3, page@3, page@1 as ../shared/eval/score_sections.py counts them (its own
+    functions: a hit's page stem, the heading normalised)."""
+    judge = section_judge()
+    pages = SECTION_SETS[name][1]
+    counts = {"section@3": 0, "page@3": 0, "page@1": 0}
+    for need, hits in zip(needs, found, strict=True):
+        rows = [{"doc_id": hit.doc_id, "section": hit.section} for hit in hits]
+        heading = judge.norm(need[f"section_{pages}"])
+        stems = [judge.stem(row) for row in rows]
+        counts["section@3"] += any(
+            stem == need["qid"] and heading in judge.norm(row["section"])
+            for stem, row in zip(stems[:3], rows[:3], strict=True)
+        )
+        counts["page@3"] += need["qid"] in stems[:3]
+        counts["page@1"] += bool(stems) and stems[0] == need["qid"]
+    return counts
+
+
+@cache
+def section_judge() -> Any:
+    """../shared/eval/score_sections.py, imported from its file."""
+    spec = importlib.util.spec_from_file_location("score_sections", EVAL / "score_sections.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """One question's lists before fusion (DEPTH chunks each) and the full-text list's term
+    coverage."""
+
+    qid: str
+    question: Question
+    vector: list[Hit]
+    text: list[Hit]
+    translated: list[Hit]
+    coverage: float
+
+
+def candidates(searcher: Searcher, name: str) -> list[Candidates]:
+    """Each question's candidate lists; kept beside the dataset, so that tuning again costs no
+    search (removed with the dataset; one file per set, as two sets may share a dataset)."""
     version = searcher.dataset.chunks.version
-    cache = Path(searcher.dataset.uri) / f"candidates-v4-{name}-{version}.pkl"
-    if cache.exists():
-        return pickle.loads(cache.read_bytes())
-    queries = read_queries(DevSet.named(name).queries)
-    vectors = searcher.embedder().encode([q.query for q in queries])
+    cache = Path(searcher.dataset.uri) / f"candidates-v5-{name}-{version}.pkl"
+    if cache.exists():  # kept as tuples: a class pickled by `python -m` is __main__'s
+        return [Candidates(*fields) for fields in pickle.loads(cache.read_bytes())]
+    if name in SECTION_SETS:
+        queries = [(need["qid"], need["query"]) for need in section_needs(name)]
+    else:
+        queries = [(q.qid, q.query) for q in read_queries(DevSet.named(name).queries)]
+    vectors = searcher.embedder().encode([text for _, text in queries])
     found = []
-    for q, vector in zip(queries, vectors, strict=True):
-        by_vector, by_text = searcher.lists(q.query, vector, DEPTH)
-        coverage = term_coverage(query_text(q.query).split(), by_text.terms)
-        found.append((q.qid, q.query, by_vector, by_text.hits, coverage))
-    cache.write_bytes(pickle.dumps(found))
+    for (qid, text), vector in zip(queries, vectors, strict=True):
+        lists = searcher.lists(text, vector, DEPTH)
+        coverage = term_coverage(list(lists.question.terms), lists.text.terms)
+        found.append(
+            Candidates(
+                qid, lists.question, lists.vector, lists.text.hits, lists.translated, coverage
+            )
+        )
+    fields = [field.name for field in dataclasses.fields(Candidates)]
+    cache.write_bytes(pickle.dumps([tuple(getattr(c, f) for f in fields) for c in found]))
     return found
 
 
-def tune(lists: dict[str, list], qrels: dict[str, dict], now: Fusion) -> None:
-    """nDCG@10 of hybrid mode over a grid of fusion settings (the vector weight α, the same
-    for every script here, the coverage gate and the candidate depth), per set; then the best
-    setting for the sets of Chinese questions and for the others."""
-    table: dict[tuple[float, float | None, int], dict[str, float]] = {}
-    grid = itertools.product((0.2, 0.3, 0.4, 0.5, 0.6, 0.7), (None, 0.34, 0.5), (30, 50, 100))
-    for alpha, gate, depth in grid:
-        setting = Fusion(alpha, alpha, depth, full_coverage=gate)
-        table[(alpha, gate, depth)] = {
-            name: hybrid_ndcg(setting, per_query, qrels[name]) for name, per_query in lists.items()
-        }
-        print(f"α={alpha} gate={gate} depth={depth}: {table[(alpha, gate, depth)]}", flush=True)
-    cjk = [name for name in lists if name.endswith(("-zh", "-zh2en"))]
-    for group in (cjk, [name for name in lists if name not in cjk]):
-        if group:
-            best = max(table, key=lambda key: sum(table[key][name] for name in group))
-            print(f"best for {', '.join(group)}: α, gate, depth = {best}: {table[best]}")
-    scores_now = {
-        name: hybrid_ndcg(now, per_query, qrels[name]) for name, per_query in lists.items()
-    }
-    print(f"now ({now}): " + json.dumps(scores_now))
-    for weight in (0.5, 1.0, 2.0):  # ranks as well as scores: a reciprocal-rank term added
-        figures = {
-            name: hybrid_ndcg(now, per_query, qrels[name], weight)
-            for name, per_query in lists.items()
-        }
-        print(f"now + {weight} × Σ 60/(60 + rank): " + json.dumps(figures))
+Setting = tuple[float, float, float | None, float]  # α (other scripts), α (CJK), gate, γ
 
 
-def hybrid_ndcg(setting: Fusion, per_query: list, qrels: dict, rank_weight: float = 0.0) -> float:
-    """nDCG@10 of documents ranked by their best chunk in the fused lists; with
-    `rank_weight`, each chunk's fused score gains rank_weight × Σ 60 / (60 + its rank) over
-    the two lists (reciprocal-rank fusion's term, on a scale like the z-scores')."""
-    run = {}
-    for qid, text, by_vector, by_text, coverage in per_query:
-        depth = setting.depth
-        fused = setting.fuse(text, by_vector[:depth], by_text[:depth], 2 * depth, coverage)
-        if rank_weight:
-            bonus = reciprocal_ranks(by_vector[:depth], by_text[:depth])
-            fused = sorted(fused, key=lambda hit: -(hit.score + rank_weight * bonus(hit)))
-        run[qid] = [hit.doc_id for hit in best_per_doc(fused)][:K]
-    return score_run(run, qrels, K)["ndcg@10"]
+@dataclass(frozen=True)
+class Standardised:
+    """One question's lists at the fusion's depth, as the fusion reads them: each candidate's
+    z-score in each list (the list's lowest where it is missing)."""
+
+    cjk: bool
+    coverage: float
+    filled: tuple[bool, bool, bool]  # which lists have hits: vector, text, translated
+    scores: Any  # 3 × candidates
+    found: Any  # 3 × candidates: which list found each
+    hits: list[Hit]
 
 
-def reciprocal_ranks(*lists: list[Hit]) -> Callable[[Hit], float]:
-    """A chunk's Σ 60 / (60 + its rank) over `lists` (0-based ranks; absent: nothing)."""
-    ranks = [{hit.chunk_id: rank for rank, hit in enumerate(hits)} for hits in lists]
-    return lambda hit: sum(
-        60 / (60 + found[hit.chunk_id]) for found in ranks if hit.chunk_id in found
+def standardise(c: Candidates, depth: int) -> Standardised:
+    lists = [c.vector[:depth], c.text[:depth], c.translated[:depth]]
+    found = [standardised(hits) for hits in lists]
+    hits = list({hit.chunk_id: hit for hits in reversed(lists) for hit in hits}.values())
+    scores = np.array(
+        [[z.get(hit.chunk_id, min(z.values(), default=0.0)) for hit in hits] for z in found]
     )
+    members = np.array([[hit.chunk_id in z for hit in hits] for z in found], bool)
+    filled = (bool(lists[0]), bool(lists[1]), bool(lists[2]))
+    return Standardised(c.question.cjk, c.coverage, filled, scores, members, hits)
+
+
+def tune(lists: dict[str, list[Candidates]], judged: dict[str, Any], now: Fusion) -> None:
+    """Hybrid mode's figure per set (nDCG@10; section@3 for the section sets) over a grid of
+    fusion settings, from each question's z-scores computed once; then the settings that keep
+    every set at or above each of its lists alone, best first by the sum of the sets' shares,
+    and the current setting."""
+    ready = {
+        name: [standardise(c, now.depth) for c in per_query] for name, per_query in lists.items()
+    }
+    lone = {
+        name: tuple(
+            fused_figure(name, lists[name], ready[name], judged[name], alone(k)) for k in range(3)
+        )
+        for name in lists
+    }
+    print("each list alone (vector, text, translated): " + json.dumps(lone))
+    table: dict[Setting, dict[str, float]] = {}
+    grid = itertools.product(
+        (0.4, 0.5, 0.6, 0.7), (0.3, 0.4, 0.5, 0.6), (None, 0.5), (0.0, 0.25, 0.35, 0.5, 1.0)
+    )
+    for alpha, cjk_alpha, gate, gamma in grid:
+        setting = Fusion(alpha, cjk_alpha, now.depth, gate, 0.1 if gate else 0.0, gamma)
+        key = (alpha, cjk_alpha, gate, gamma)
+        table[key] = {
+            name: fused_figure(name, lists[name], ready[name], judged[name], weights_of(setting))
+            for name in lists
+        }
+    keeps = [
+        key
+        for key, figures in table.items()
+        if all(figures[name] >= max(lone[name]) - 1e-9 for name in figures)
+    ]
+    ranked = sorted(keeps or table, key=lambda key: -sum(shares(table[key], lists).values()))
+    for key in ranked[:5]:
+        label = "never below a list" if keeps else "best (none is never below a list)"
+        print(f"{label}: α, α(CJK), gate, γ = {key}: {json.dumps(table[key])}")
+    figures_now = {
+        name: fused_figure(name, lists[name], ready[name], judged[name], weights_of(now))
+        for name in lists
+    }
+    print(f"now ({now}): " + json.dumps(figures_now))
+
+
+def alone(k: int) -> Callable[[Standardised], Any]:
+    """The weights of list k alone (0 vector, 1 text, 2 translated)."""
+    return lambda ready: np.eye(3)[k]
+
+
+def weights_of(setting: Fusion) -> Callable[[Standardised], Any]:
+    """The weights a fusion setting gives one question's three lists (Fusion.fuse)."""
+
+    def weights(ready: Standardised) -> Any:
+        alpha = setting.cjk_vector_weight if ready.cjk else setting.vector_weight
+        beta = 1 - alpha
+        if setting.full_coverage is not None:
+            if ready.coverage < setting.min_coverage:
+                beta = 0.0
+            else:
+                beta *= min(1.0, ready.coverage / setting.full_coverage)
+        return np.array([alpha, beta, setting.translated_weight])
+
+    return weights
+
+
+def shares(figures: dict[str, float], lists: dict[str, list]) -> dict[str, float]:
+    """Each set's figure on one scale: counts of a section set as shares of its questions."""
+    return {
+        name: value / len(lists[name]) if name in SECTION_SETS else value
+        for name, value in figures.items()
+    }
+
+
+def fused_figure(
+    name: str,
+    per_query: list[Candidates],
+    ready: list[Standardised],
+    judged: Any,
+    weights: Callable[[Standardised], Any],
+) -> float:
+    """Hybrid mode's figure on one set with the weights a setting gives each question (a list
+    that weighs nothing adds no hits beside one with hits that weighs something; candidates
+    in the fusion's order of ties: translated, text, vector)."""
+    found = []
+    for question in ready:
+        weight = weights(question)
+        fused = weight @ question.scores
+        live = [i for i in range(3) if question.filled[i] and weight[i]]
+        keep = question.found[live].any(axis=0) if live else np.ones(len(question.hits), bool)
+        order = [i for i in np.argsort(-fused, kind="stable") if keep[i]][: 2 * K]
+        found.append([question.hits[i] for i in order])
+    return figure(name, per_query, found, judged)
+
+
+def figure(name: str, per_query: list[Candidates], found: list[list[Hit]], judged: Any) -> float:
+    """nDCG@10 of documents ranked by their best chunk; section@3 for a section set."""
+    if name in SECTION_SETS:
+        return judge_sections(name, judged, found)["section@3"]
+    run = {
+        c.qid: [hit.doc_id for hit in best_per_doc(hits)][:K]
+        for c, hits in zip(per_query, found, strict=True)
+    }
+    return score_run(run, judged, K)["ndcg@10"]
 
 
 def headings_experiment(uri: str, name: str, model: str) -> dict[str, float]:
@@ -277,7 +453,9 @@ def chosen_sets(names: list[str], smoke: bool) -> list[str] | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
-    parser.add_argument("--sets", nargs="+", default=[*SETS, *DOCS_QUESTIONS, *LOCAL_SETS])
+    parser.add_argument(
+        "--sets", nargs="+", default=[*SETS, *DOCS_QUESTIONS, *LOCAL_SETS, *SECTION_SETS]
+    )
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument(
@@ -319,7 +497,11 @@ def main() -> int:
             headings[name] = headings_experiment(uri, name, args.model)
         if args.tune:
             lists[name] = candidates(searcher, name)
-            qrels[name] = read_qrels(DevSet.named(name).qrels)
+            qrels[name] = (
+                section_needs(name)
+                if name in SECTION_SETS
+                else read_qrels(DevSet.named(name).qrels)
+            )
     splitter = args.splitter + (
         f" (breakpoint percentile {args.breakpoint_percentile:g})"
         if args.splitter == "semantic"
@@ -329,13 +511,25 @@ def main() -> int:
         f"nDCG@10 (recall@10, MRR@10; the share of questions whose document is in the first 3), "
         f"model {args.model}, splitter {splitter}, documents ranked by their best chunk"
     )
-    print(f"{'set':<20}" + "".join(f"{mode:>33}" for mode in modes))
-    for name, modes in report.items():
+    print(f"{'set':<22}" + "".join(f"{mode:>33}" for mode in modes))
+    for name, by_mode in report.items():
+        if name in SECTION_SETS:
+            continue
         cells = "".join(
             f"{m['ndcg@10']:>9.3f} ({m['recall@10']:.3f}, {m['mrr@10']:.3f}; {m['top3']:.2f})"
-            for m in modes.values()
+            for m in by_mode.values()
         )
-        print(f"{name:<20}{cells}")
+        print(f"{name:<22}{cells}")
+    sections = {name: by_mode for name, by_mode in report.items() if name in SECTION_SETS}
+    if sections:
+        print("\nSection finding (maint-guide, 30 needs): section@3 (page@3, page@1)")
+        print(f"{'set':<22}" + "".join(f"{mode:>33}" for mode in modes))
+        for name, by_mode in sections.items():
+            cells = "".join(
+                f"{m['section@3']:>23} ({m['page@3']:>2}, {m['page@1']:>2})"
+                for m in by_mode.values()
+            )
+            print(f"{name:<22}{cells}")
     print(json.dumps(report))
     for name, figures in headings.items():
         print(f"{name}: vector nDCG@10 by what is embedded: {figures}")

@@ -157,10 +157,10 @@ def steps(searcher: Searcher, questions: list[str]) -> str:
         return start_vector_list(reading, vectors[q], depth).result()
 
     def text_list(q: str) -> object:
-        return start_text_list(reading, q, depth, floor=False).result()
+        return start_text_list(reading, reading.question(q, "hybrid"), depth, floor=False).result()
 
     def both(q: str) -> list:
-        text = start_text_list(reading, q, depth, floor=False)
+        text = start_text_list(reading, reading.question(q, "hybrid"), depth, floor=False)
         return [vector_list(q), text.result()]
 
     def rescoring(q: str) -> float:

@@ -171,7 +171,13 @@ def check_quality(out: str) -> None:
         rf"xquad-en{cell * len(MODES)}",
         rf"xquad-zh{cell * len(MODES)}",
     )
-    assert_lines(out, r"best for xquad-zh: .*", r"best for xquad-en: .*", r"now \(.*")  # --tune
+    # --tune: each list alone, the best settings, the current one
+    assert_lines(
+        out,
+        r"each list alone \(vector, text, translated\): .*",
+        r"(never below a list|best \(none is never below a list\)): α, α\(CJK\), gate, γ = .*",
+        r"now \(.*",
+    )
     report = json.loads(next(line for line in out.splitlines() if line.startswith('{"xquad')))
     assert set(report) == {"xquad-en", "xquad-zh"}
     for name, modes in report.items():

@@ -52,6 +52,40 @@ def test_html_drops_navigation_and_keeps_sections():
     )
 
 
+# A DocBook chapter page as Debian's manuals ship it: a table of contents, then the sections.
+TOC_PAGE = """<html><body><div class="chapter">
+<h1 class="title">Chapter 4. Required files under the debian directory</h1>
+<div class="toc"><p><b>Table of Contents</b></p><dl class="toc">
+<dt><a href="#control">4.1. control</a></dt>
+<dt><a href="#copyright">4.2. copyright</a></dt>
+<dt><a href="#changelog">4.3. changelog</a></dt>
+<dt><a href="#rules">4.4. rules</a></dt>
+</dl></div>
+<p>There is a new subdirectory under the program's source directory, called debian.</p>
+<h2 id="control">4.1. control</h2><p>This file contains values which dpkg uses.</p>
+<h2 id="copyright">4.2. copyright</h2><p>This file contains the licence of the sources.</p>
+<h2 id="changelog">4.3. changelog</h2><p>This file records the changes of each version.</p>
+<h2 id="rules">4.4. rules</h2><p>This file is a Makefile that builds the package.</p>
+</div></body></html>
+"""
+
+
+def test_a_table_of_contents_is_left_out_of_the_text(tmp_path):
+    """Links one after another (a table of contents, a list of pages) and their label are
+    navigation, not text: no block holds them; the sections they point to are there. A page
+    that is nothing but links keeps them: they are its content."""
+    (tmp_path / "dreq.html").write_text(TOC_PAGE, "utf-8")
+    doc = load(tmp_path / "dreq.html", tmp_path)
+    texts = [block.text for block in doc.blocks]
+    assert "Table of Contents" not in texts
+    assert texts.count("4.1. control") == 1, "the heading only, not its entry in the contents"
+    assert any("values which dpkg uses" in text for text in texts)
+    links = "".join(f'<p><a href="p{i}.html">Page {i}</a></p>' for i in range(5))
+    (tmp_path / "pages.html").write_text(f"<html><body>{links}</body></html>", "utf-8")
+    pages = load(tmp_path / "pages.html", tmp_path)
+    assert [block.text for block in pages.blocks] == [f"Page {i}" for i in range(5)]
+
+
 def test_chinese_html_yields_chinese_text():
     doc = load(SAMPLE / "debian-handbook-zh-cn/sect.apt-file.html", SAMPLE)
     assert doc.status == INDEXED

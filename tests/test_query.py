@@ -44,6 +44,7 @@ from tasks.search.fusion import (
 from tasks.search.hits import Hit
 from tasks.search.info import language_shares
 from tasks.search.params import MODES, SearchParams
+from tasks.search.question import ask
 from tasks.search.searcher import Searcher
 from tasks.search.snippet import snippet
 from tasks.text.split import SplitSettings, split_document
@@ -229,13 +230,16 @@ def test_hybrid_fusion_weighs_standardised_scores():
     assert standardised([hit("x", 3.0), hit("y", 3.0)]) == {"x": 0.0, "y": 0.0}
     even = Fusion(vector_weight=0.5, cjk_vector_weight=0.0)
     # z(vector): a 1.39, b -0.46, c -0.93; z(text): c 1, a -1, b missing: the lowest, -1.
-    fused = even.fuse("which one", by_vector, by_text, limit=3)
+    fused = even.fuse(ask("which one"), by_vector, by_text, limit=3)
     assert [h.chunk_id for h in fused] == ["a", "c", "b"]
     assert fused[0].score == round(0.5 * standardised(by_vector)["a"] - 0.5, 6)
     # A Chinese question: the text list alone decides.
-    assert [h.chunk_id for h in even.fuse("哪一个", by_vector, by_text, limit=2)] == ["c", "a"]
-    assert ENGLISH_FUSION.weight_for("黑豹队的防守丢了多少分？") == ENGLISH_FUSION.cjk_vector_weight
-    assert ENGLISH_FUSION.weight_for("How many points? 多少") == ENGLISH_FUSION.vector_weight
+    assert [h.chunk_id for h in even.fuse(ask("哪一个"), by_vector, by_text, limit=2)] == ["c", "a"]
+    assert (
+        ENGLISH_FUSION.weight_for(ask("黑豹队的防守丢了多少分？"))
+        == ENGLISH_FUSION.cjk_vector_weight
+    )
+    assert ENGLISH_FUSION.weight_for(ask("How many points? 多少")) == ENGLISH_FUSION.vector_weight
 
 
 def test_a_weak_full_text_list_does_not_drown_a_good_vector_list():
@@ -247,19 +251,21 @@ def test_a_weak_full_text_list_does_not_drown_a_good_vector_list():
     assert term_coverage(["z"], ["a"] * 10 + ["z"]) == 0.0, "only the best 10 hits count"
     multilingual = MULTILINGUAL_FUSION
     assert fusion_for(True) is multilingual and fusion_for(False) is ENGLISH_FUSION
-    full = 1 - multilingual.weight_for("How do I borrow?")
-    assert multilingual.text_weight("How do I borrow?", 1.0) == full
-    assert multilingual.text_weight("How do I borrow?", 0.5) == full
-    assert multilingual.text_weight("How do I borrow?", 0.25) == pytest.approx(full / 2)
-    assert multilingual.text_weight("How do I borrow?", 0.1) == pytest.approx(full / 5)
-    assert multilingual.text_weight("How do I borrow?", 0.09) == 0.0, "under a tenth: none"
-    assert multilingual.text_weight("How do I borrow?", 0.0) == 0.0
-    assert ENGLISH_FUSION.text_weight("How do I borrow?", 0.0) == 0.5, "English-only: unchanged"
+    full = 1 - multilingual.weight_for(ask("How do I borrow?"))
+    assert multilingual.text_weight(ask("How do I borrow?"), 1.0) == full
+    assert multilingual.text_weight(ask("How do I borrow?"), 0.5) == full
+    assert multilingual.text_weight(ask("How do I borrow?"), 0.25) == pytest.approx(full / 2)
+    assert multilingual.text_weight(ask("How do I borrow?"), 0.1) == pytest.approx(full / 5)
+    assert multilingual.text_weight(ask("How do I borrow?"), 0.09) == 0.0, "under a tenth: none"
+    assert multilingual.text_weight(ask("How do I borrow?"), 0.0) == 0.0
+    assert ENGLISH_FUSION.text_weight(ask("How do I borrow?"), 0.0) == 0.5, (
+        "English-only: unchanged"
+    )
     # A Chinese question over English chunks: the vector list has the answer ("a"); the text
     # list matched one stray word of the question in "x", "y" and "z".
     by_vector = [hit("a", 0.5), hit("b", 0.45), hit("x", 0.3), hit("c", 0.2)]
     by_text = [hit("x", 9.0), hit("y", 1.0), hit("z", 0.5)]
-    question = "能否同时对同一个值拥有两个可变引用 Rust？"
+    question = ask("能否同时对同一个值拥有两个可变引用 Rust？")
     weak = multilingual.fuse(question, by_vector, by_text, limit=3, coverage=0.1)
     assert weak[0].chunk_id == "a", "the good vector list leads"
     ungated = multilingual.fuse(question, by_vector, by_text, limit=3, coverage=1.0)
@@ -271,28 +277,32 @@ def test_a_weak_full_text_list_does_not_drown_a_good_vector_list():
 
 
 @pytest.mark.parametrize("fusion", [ENGLISH_FUSION, MULTILINGUAL_FUSION], ids=["en", "multi"])
-@pytest.mark.parametrize("question", ["Which one?", "哪一个？"])
-def test_hybrid_is_its_one_list_where_the_other_is_empty(fusion, question):
+@pytest.mark.parametrize("text", ["Which one?", "哪一个？"])
+def test_hybrid_is_its_one_list_where_the_other_is_empty(fusion, text):
     """Where one list found nothing, hybrid mode ranks as the other list does: the default
     mode is never below its better list there."""
+    question = ask(text)
     by_vector = [hit("a", 0.9), hit("b", 0.7), hit("c", 0.69), hit("d", 0.1)]
     by_text = [hit("d", 12.0), hit("c", 3.0), hit("a", 2.5)]
     for only in (by_vector, by_text):
-        vector, text = (only, []) if only is by_vector else ([], only)
+        vector, words = (only, []) if only is by_vector else ([], only)
         for coverage in (0.0, 0.3, 1.0):
-            fused = fusion.fuse(question, vector, text, limit=10, coverage=coverage)
+            fused = fusion.fuse(question, vector, words, limit=10, coverage=coverage)
             assert [h.chunk_id for h in fused] == [h.chunk_id for h in only], (only, coverage)
+    for coverage in (0.0, 1.0):  # the translated list alone keeps its order too
+        fused = fusion.fuse(question, [], [], 10, coverage, by_translation=by_text)
+        assert [h.chunk_id for h in fused] == [h.chunk_id for h in by_text]
 
 
 def test_fused_hits_say_which_list_found_them():
     by_vector = [hit("a", 0.9), hit("b", 0.5), hit("c", 0.4)]
     by_text = [hit("c", 20.0), hit("a", 2.0), hit("d", 1.0)]
-    fused = ENGLISH_FUSION.fuse("which one", by_vector, by_text, limit=4)
+    fused = ENGLISH_FUSION.fuse(ask("which one"), by_vector, by_text, limit=4)
     found = {h.chunk_id: h.found_by for h in fused}
     assert found == {"a": "both", "b": "vector", "c": "both", "d": "text"}
     assert fused[0].rescored(1.0).found_by == fused[0].found_by
-    assert {h.found_by for h in ENGLISH_FUSION.fuse("x", by_vector, [], limit=3)} == {"vector"}
-    assert {h.found_by for h in ENGLISH_FUSION.fuse("x", [], by_text, limit=3)} == {"text"}
+    assert {h.found_by for h in ENGLISH_FUSION.fuse(ask("x"), by_vector, [], limit=3)} == {"vector"}
+    assert {h.found_by for h in ENGLISH_FUSION.fuse(ask("x"), [], by_text, limit=3)} == {"text"}
     assert all(h.found_by is None for h in by_vector)  # outside hybrid mode: not set
 
 
@@ -691,12 +701,12 @@ def test_a_full_text_row_newer_than_the_kept_copy_comes_from_lancedb(tmp_path):
     searcher = Searcher(Dataset(uri, consistency=timedelta(0)), keep_vectors=True)
     source = searcher._reading(None).source  # the copy of the first version
     assert isinstance(source, KeptSource) and source.kept.kept
-    from_copy = query_loop.run(source.text_hits("zebra", 5))
+    from_copy = query_loop.run(source.text_hits({"zebra": 1.0}, 5))
     assert [hit.doc_id for hit in from_copy] == ["old.md"]
     chunks = write_new_document(uri)
-    ids, _ = query_loop.run(matching_row_ids(source.lance.table, "zebra", 5))
+    ids, _ = query_loop.run(matching_row_ids(source.lance.table, {"zebra": 1.0}, 5))
     assert len(ids) == 2 and source.kept.positions(ids) is None
-    found = query_loop.run(source.text_hits("zebra", 5))
+    found = query_loop.run(source.text_hits({"zebra": 1.0}, 5))
     assert {hit.doc_id for hit in found} == {"old.md", "new.md"}
     new_hit = next(hit for hit in found if hit.doc_id == "new.md")
     assert new_hit.text == chunks[0].text and new_hit.section == chunks[0].section

@@ -25,6 +25,7 @@ from tasks.search.filters import chunk_filter
 from tasks.search.fusion import best_per_doc, term_coverage
 from tasks.search.hits import HIT_COLUMNS, Hit
 from tasks.search.params import MODES, SearchParams
+from tasks.search.question import ask
 from tasks.search.ranking import PER_DOC_OVERFETCH
 from tasks.search.searcher import Searcher
 from tasks.text import analysis
@@ -87,16 +88,21 @@ def ranked(
         return by_vector(searcher, dataset, text, vector, where, limit, floor)[:limit]
     fusion = searcher.fusion()
     depth = max(limit, fusion.depth)
+    question = ask(text, dataset.vocabulary() if fusion.translated_weight else None)
     vector_hits = by_vector(searcher, dataset, text, vector, where, depth, floor)
-    rows = dataset.matching(text, [*HIT_COLUMNS, VECTOR_COLUMN, SEARCH_TEXT_COLUMN], where, depth)
+    columns = [*HIT_COLUMNS, VECTOR_COLUMN, SEARCH_TEXT_COLUMN]
+    rows = dataset.matching(text, columns, where, depth)
+    translated = dataset.matching(dict(question.translations), columns, where, depth)
     if floor is not None:
         rows = [row for row in rows if float(np.dot(row[VECTOR_COLUMN], vector)) >= floor]
+        translated = [r for r in translated if float(np.dot(r[VECTOR_COLUMN], vector)) >= floor]
     text_hits = [Hit.from_row(row, row["_score"]) for row in rows]
+    translated_hits = [Hit.from_row(row, row["_score"]) for row in translated]
     coverage = 1.0
     if fusion.full_coverage is not None:
         terms = [row[SEARCH_TEXT_COLUMN] for row in rows]
         coverage = term_coverage(analysis.query_text(text).split(), terms)
-    return fusion.fuse(text, vector_hits, text_hits, limit, coverage)
+    return fusion.fuse(question, vector_hits, text_hits, limit, coverage, translated_hits)
 
 
 def by_vector(

@@ -11,12 +11,20 @@ index caches.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from lancedb.query import AsyncFTSQuery, AsyncVectorQuery, MatchQuery
+from lancedb.query import (
+    AsyncFTSQuery,
+    AsyncVectorQuery,
+    BooleanQuery,
+    FullTextQuery,
+    MatchQuery,
+    Occur,
+)
 from lancedb.table import AsyncTable, Table
 
 from tasks.core import lance_imports
@@ -27,6 +35,10 @@ from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN, Fingerprint,
 from tasks.dataset.sql import sql_in
 from tasks.dataset.upkeep import indexed_columns
 from tasks.text import analysis
+
+# A full-text query: index terms (tasks/text/analysis.py), each with its weight in the BM25
+# sum (1 for a question's own words; a translation's share, tasks/search/question.py).
+Terms = Mapping[str, float]
 
 
 def replace_chunks(
@@ -113,18 +125,18 @@ def nearest(
 
 
 def matching(
-    table: Table, text: str, columns: list[str], where: str | None, limit: int
+    table: Table, query: str | Terms, columns: list[str], where: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    """Up to `limit` rows by BM25 relevance (`_score`) to `text` in the full-text index:
-    the question analysed as the chunks were, any of its terms (no query syntax)."""
-    match = _match(text)
+    """Up to `limit` rows by BM25 relevance (`_score`) in the full-text index to `query`:
+    weighted terms, or a question's text, analysed as the chunks were, any of its terms (no
+    query syntax)."""
+    match = _match(question_terms(query) if isinstance(query, str) else query)
     if match is None:
         return []
-    query = table.search(match, query_type="fts")
-    query = query.select([*columns, "_score"]).limit(limit)
+    search = table.search(match, query_type="fts").select([*columns, "_score"]).limit(limit)
     if where is not None:
-        query = query.where(where, prefilter=True)
-    return query.to_list()
+        search = search.where(where, prefilter=True)
+    return search.to_list()
 
 
 async def nearest_rows(
@@ -145,10 +157,11 @@ async def nearest_rows(
 
 
 async def matching_rows(
-    table: AsyncTable, text: str, columns: list[str], where: str | None, limit: int
+    table: AsyncTable, terms: Terms, columns: list[str], where: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    """`matching` on the async handle: the same query, the same rows."""
-    match = _match(text)
+    """`matching` on the async handle, for weighted `terms`: the same query, the same rows
+    (for a question's own terms, `question_terms`)."""
+    match = _match(terms)
     if match is None:
         return []
     query: AsyncFTSQuery = table.query().nearest_to_text(match)
@@ -159,12 +172,12 @@ async def matching_rows(
 
 
 async def matching_row_ids(
-    table: AsyncTable, text: str, limit: int
+    table: AsyncTable, terms: Terms, limit: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """`matching_rows` with no filter and no columns: (the rows' ids, their BM25 scores),
     best first. Fetching the columns of 50 rows costs more than the search itself; a caller
     holding the rows' columns (tasks/search/kept_chunks.py) takes them from its copy."""
-    match = _match(text)
+    match = _match(terms)
     if match is None:
         return np.zeros(0, np.uint64), np.zeros(0, np.float32)
     query: AsyncFTSQuery = table.query().nearest_to_text(match)
@@ -195,11 +208,23 @@ def _nearest_query(
     return query if where is None else query.where(where)  # a prefilter, as in `nearest`
 
 
-def _match(text: str) -> MatchQuery | None:
-    """The question analysed as the chunks were, any of its terms (no query syntax); None
-    when it has no terms."""
-    terms = analysis.query_text(text)
+def question_terms(text: str) -> dict[str, float]:
+    """A question's own terms as a full-text query: analysed as the chunks were, each once,
+    each weighing one."""
+    return dict.fromkeys(analysis.query_text(text).split(), 1.0)
+
+
+def _match(terms: Terms) -> FullTextQuery | None:
+    """Any of the terms, exact (no query syntax), each weighing its weight; None for none.
+    Terms that all weigh one are one MatchQuery (its defaults; its pydantic fields hide them
+    from mypy); others a boolean query of one boosted clause per term, whose score is the
+    weighted sum of the terms' BM25 parts."""
     if not terms:
         return None
-    # Any of the terms, exact (MatchQuery's defaults; its pydantic fields hide them from mypy).
-    return MatchQuery(terms, SEARCH_TEXT_COLUMN)  # type: ignore[call-arg]
+    if all(weight == 1.0 for weight in terms.values()):
+        return MatchQuery(" ".join(terms), SEARCH_TEXT_COLUMN)  # type: ignore[call-arg]
+    clauses: list[tuple[Occur, FullTextQuery]] = [
+        (Occur.SHOULD, MatchQuery(term, SEARCH_TEXT_COLUMN, boost=weight))  # type: ignore[call-arg]
+        for term, weight in terms.items()
+    ]
+    return BooleanQuery(clauses)

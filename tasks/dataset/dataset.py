@@ -26,7 +26,7 @@ from lancedb.table import Table
 
 from tasks.core import faults
 from tasks.core.records import Chunk, Document, LedgerEntry, SourceFile
-from tasks.dataset import chunk_store, ledger, upkeep
+from tasks.dataset import chunk_store, ledger, upkeep, vocabulary
 from tasks.dataset.location import DatasetError, connect
 from tasks.dataset.lock import Logger, ingest_lock
 from tasks.dataset.schema import (
@@ -42,6 +42,7 @@ from tasks.dataset.schema import (
     now,
     stored_fingerprint,
 )
+from tasks.dataset.vocabulary import Vocabulary
 
 
 class Dataset:
@@ -271,9 +272,16 @@ class Dataset:
 
     def finalize(self, run_tag: str) -> int:
         """Full-text index, compaction, old-version cleanup, and a tag on the version produced
-        (see `upkeep`). Returns the chunks table version a reader now sees."""
+        (see `upkeep`), then the vocabulary of that version. Returns the chunks table version
+        a reader now sees."""
         upkeep.finalize(self.chunks, self.documents, run_tag)
+        vocabulary.refresh(self._db, self.chunks)
         return self.chunks.version
+
+    def vocabulary(self) -> Vocabulary | None:
+        """The terms the chunks hold and the languages they are written in; None where the
+        dataset has no vocabulary yet (see `vocabulary.refresh`)."""
+        return Vocabulary.of(self._db)
 
     def chunks_changed(self) -> bool:
         """Whether the chunks table was written since the newest run tag (or has none): this
@@ -282,13 +290,18 @@ class Dataset:
 
     def finalize_ledger(self) -> None:
         """After a run that changed the ledger and no chunk: its upkeep, no new tag (see
-        `upkeep.finalize_ledger`)."""
+        `upkeep.finalize_ledger`); and the vocabulary where the dataset has none of the
+        current chunks yet (one made before it)."""
         upkeep.finalize_ledger(self.documents)
+        vocabulary.refresh(self._db, self.chunks)
 
     def is_finalized(self) -> bool:
         """Whether the newest run tag still points at the current version of both tables:
-        nothing was committed since the last finalize (a crashed run leaves it False)."""
-        return upkeep.is_finalized((self.chunks, self.documents))
+        nothing was committed since the last finalize (a crashed run leaves it False), and
+        the vocabulary describes that version (a dataset made before it has none)."""
+        return upkeep.is_finalized((self.chunks, self.documents)) and vocabulary.is_current(
+            self._db, self.chunks
+        )
 
     def run_tags(self) -> dict[str, int]:
         """Run tag → chunks table version, oldest first."""
@@ -327,7 +340,8 @@ class Dataset:
         return chunk_store.nearest(self.chunks, vector, columns, where, limit)
 
     def matching(
-        self, text: str, columns: list[str], where: str | None, limit: int
+        self, query: str | chunk_store.Terms, columns: list[str], where: str | None, limit: int
     ) -> list[dict[str, Any]]:
-        """Up to `limit` rows by BM25 relevance (`_score`) to `text` in the full-text index."""
-        return chunk_store.matching(self.chunks, text, columns, where, limit)
+        """Up to `limit` rows by BM25 relevance (`_score`) to `query` (a question's text, or
+        weighted terms) in the full-text index."""
+        return chunk_store.matching(self.chunks, query, columns, where, limit)

@@ -1,7 +1,8 @@
-"""The dataset's layout: two tables, their columns declared once, and the pipeline fingerprint.
+"""The dataset's layout: its tables, their columns declared once, and the pipeline fingerprint.
 
 `chunks` holds one row per chunk (keyed by chunk_id, with its vector); `documents` is the
-per-file ledger (keyed by doc_id). The fingerprint (model, dimension, token window, splitter
+per-file ledger (keyed by doc_id); `terms`, the vocabulary, is made from the chunks
+(tasks/dataset/vocabulary.py). The fingerprint (model, dimension, token window, splitter
 settings, schema version) is stored in the chunks table's schema metadata, so a dataset
 always says how its rows were made.
 """
@@ -58,6 +59,7 @@ CHUNK_COLUMNS = (
     pa.field("language", pa.string()),  # the document's (Metadata.language)
 )
 SEARCH_TEXT_COLUMN = "search_text"
+LANGUAGE_COLUMN = "language"
 VECTOR_COLUMN = "vector"
 
 # The documents ledger, one row per file seen.
@@ -101,6 +103,11 @@ FILLED_LATER_COLUMNS = {DOCUMENTS_TABLE: ("etag",)}
 # The pipeline fingerprint that marks a ledger row for reading again (its metadata unread).
 METADATA_UNREAD = "metadata-unread"
 DOCUMENTS_SCHEMA = pa.schema(DOCUMENT_COLUMNS)
+# The vocabulary (tasks/dataset/vocabulary.py): each full-text term, and the chunks holding it.
+TERMS_TABLE = "terms"
+TERMS_SCHEMA = pa.schema(
+    (pa.field("term", pa.string(), nullable=False), pa.field("chunks", pa.int64()))
+)
 _CHUNK_FIELDS = [field.name for field in dataclasses.fields(Chunk)]
 
 

@@ -82,12 +82,14 @@ def elements_to_blocks(elements: list[Any]) -> list[Block]:
 
     Markdown and HTML headings arrive as Title elements with `category_depth` (0 for h1);
     PDF Titles are guesses from font heuristics and carry no depth, so they stay plain text.
+    Navigation (`navigation`: tables of contents, link lists) is left out.
     """
     headings: list[tuple[int, str]] = []  # (level, text), outermost first
     blocks: list[Block] = []
-    for element in elements:
+    skipped = navigation(elements)
+    for at, element in enumerate(elements):
         text = (element.text or "").strip()
-        if not text or element.category in SKIPPED_CATEGORIES:
+        if not text or element.category in SKIPPED_CATEGORIES or at in skipped:
             continue
         depth = element.metadata.category_depth
         if element.category == "Title" and depth is not None:
@@ -102,3 +104,42 @@ def elements_to_blocks(elements: list[Any]) -> list[Block]:
             )
         )
     return blocks
+
+
+# A run of at least this many elements that are each one link (a table of contents, a list of
+# pages) is navigation, with the short label before it ("Table of Contents", "目录", "目次").
+NAVIGATION_LINKS = 3
+NAVIGATION_LABEL_CHARS = 24
+
+
+def navigation(elements: list[Any]) -> set[int]:
+    """The positions of the elements that are navigation rather than text: runs of
+    NAVIGATION_LINKS or more elements whose whole text is link text, and the short untitled
+    element just before such a run (its label). None where that would leave no text: a page
+    that is only a list of links is its own content."""
+    found: set[int] = set()
+    run: list[int] = []
+    for at, element in enumerate([*elements, None]):
+        if element is not None and _is_link(element):
+            run.append(at)
+            continue
+        if len(run) >= NAVIGATION_LINKS:
+            found.update(run)
+            label = run[0] - 1
+            if label >= 0 and _is_label(elements[label]):
+                found.add(label)
+        run = []
+    text = [at for at, element in enumerate(elements) if (element.text or "").strip()]
+    return found if any(at not in found for at in text) else set()
+
+
+def _is_link(element: Any) -> bool:
+    """Whether the element's whole text is the text of its links."""
+    text = " ".join((element.text or "").split())
+    links = " ".join(" ".join(getattr(element.metadata, "link_texts", None) or ()).split())
+    return bool(text) and text == links
+
+
+def _is_label(element: Any) -> bool:
+    text = (element.text or "").strip()
+    return element.category != "Title" and 0 < len(text) <= NAVIGATION_LABEL_CHARS

@@ -1,7 +1,9 @@
 """A batch of questions, each question's lists started ahead of its ranking.
 
-The questions are embedded EMBED_SLICE at a time; in hybrid mode their full-text lists start
-first, since they need no embedding, and run beside the embedding. The lists of the next
+Each question is analysed (and translated) once, first (tasks/search/question.py). The
+questions are embedded EMBED_SLICE at a time; in hybrid mode their full-text lists (their own
+words and their translations) start first, since they need no embedding, and run beside the
+embedding. The lists of the next
 block of LISTS_AHEAD questions are searched while one block is ranked; a block's vector lists
 come from the searcher's copy of the chunks in one product where it keeps one (issue 24;
 benchmarks/RESULTS.md, "Issue 24: where a warm hybrid query's time goes"). Each question
@@ -21,6 +23,7 @@ from tasks.search.ranking import (
     first_limit,
     search_one,
     start_text_list,
+    start_translated_list,
     vector_depth,
 )
 from tasks.search.rerank import PairScorer
@@ -42,6 +45,7 @@ class ListsAhead:
         self, reading: Reading, texts: list[str], mode: Mode, params: SearchParams, floor: bool
     ):
         self.reading, self.texts, self.mode, self.floor = reading, texts, mode, floor
+        self.questions = [reading.question(text, mode) for text in texts]  # each analysed once
         limit = first_limit(params)
         self.text_depth = max(limit, reading.fusion.depth)  # hybrid mode's list depth
         self.vector_depth = vector_depth(
@@ -65,8 +69,10 @@ class ListsAhead:
         for i in ahead:  # the full-text lists first: they need no embedding
             lists = self.started.setdefault(i, Started())
             if self.mode == "hybrid":
-                lists.text = start_text_list(
-                    self.reading, self.texts[i], self.text_depth, self.floor
+                question = self.questions[i]
+                lists.text = start_text_list(self.reading, question, self.text_depth, self.floor)
+                lists.translated = start_translated_list(
+                    self.reading, question, self.text_depth, self.floor
                 )
         if self.mode != "fts":
             vectors = [self.vector_of(i) for i in ahead]
@@ -98,11 +104,11 @@ def search_batch(
     try:
         ahead.start(0, LISTS_AHEAD)
         results = []
-        for i, text in enumerate(texts):
+        for i, question in enumerate(ahead.questions):
             if i % LISTS_AHEAD == 0:  # the next block, while this one is ranked
                 ahead.start(i + LISTS_AHEAD, i + 2 * LISTS_AHEAD)
             vector, lists = ahead.take(i)
-            query = Query(text, vector, mode)
+            query = Query(question, vector, mode)
             results.append(search_one(reading, query, params, scorer, lists))
         return results
     finally:

@@ -1,11 +1,11 @@
-"""Combining the vector and full-text rankings of hybrid mode, and one hit per document.
+"""Combining the rankings of hybrid mode, and one hit per document.
 
 Hybrid mode standardises each list's scores (cosine similarity, BM25) into z-scores over the
 candidates that list returned, and ranks chunks by the weighted sum α·z(vector) +
-β·z(full text), β = 1 − α unless the coverage gate below lowers it; a chunk missing from a
-list counts that list's lowest z-score. Scores on a common scale let a clearly better match
-in one list win, where reciprocal-rank fusion only sees ranks. α depends on the question's
-script and on the dataset's model:
+β·z(full text) + γ·z(translated), β = 1 − α unless the coverage gate below lowers it; a chunk
+missing from a list counts that list's lowest z-score. Scores on a common scale let a
+clearly better match in one list win, where reciprocal-rank fusion only sees ranks. α
+depends on the question's script and on the dataset's model:
 
 - an English-only model (ENGLISH_FUSION, datasets built before the multilingual default):
   for a question in Chinese, Japanese or Korean script its vectors carry little, so the
@@ -19,6 +19,12 @@ script and on the dataset's model:
   vectors' hits by one stray word (benchmarks/RESULTS.md, "Issue 35: headings become the
   default").
 
+The third list, the question's words translated into the dataset's other languages
+(tasks/search/question.py), exists only for a question the dataset holds documents of
+another language for; it weighs γ (0.35 beside the multilingual model's α and β; none for
+the English-only model, whose datasets are not translated into). A question without
+translations is ranked exactly as before the third list.
+
 The weights, the coverage gate and the candidate depth were tuned on the dev sets only
 (`python -m benchmarks.quality --tune`; benchmarks/RESULTS.md, "Search quality").
 """
@@ -29,12 +35,12 @@ import math
 from dataclasses import dataclass, replace
 
 from tasks.search.hits import FoundBy, Hit
-from tasks.text.analysis import mostly_cjk
+from tasks.search.question import Question
 
 
 @dataclass(frozen=True)
 class Fusion:
-    """How hybrid mode weighs its two lists."""
+    """How hybrid mode weighs its lists."""
 
     vector_weight: float = 0.5  # α for questions in other scripts
     cjk_vector_weight: float = 0.2  # α for questions mostly in Han, kana or Hangul
@@ -44,11 +50,14 @@ class Fusion:
     full_coverage: float | None = None
     # Below this share of the question's terms the full-text list weighs nothing.
     min_coverage: float = 0.0
+    # γ: the weight of the translated list (the question's words in the dataset's other
+    # languages), beside α and β; 0: not fused.
+    translated_weight: float = 0.0
 
-    def weight_for(self, question: str) -> float:
-        return self.cjk_vector_weight if mostly_cjk(question) else self.vector_weight
+    def weight_for(self, question: Question) -> float:
+        return self.cjk_vector_weight if question.cjk else self.vector_weight
 
-    def text_weight(self, question: str, coverage: float) -> float:
+    def text_weight(self, question: Question, coverage: float) -> float:
         """The full-text list's weight, given the share of the question's terms its best
         hits hold (see `term_coverage`)."""
         full = 1 - self.weight_for(question)
@@ -60,37 +69,42 @@ class Fusion:
 
     def fuse(
         self,
-        question: str,
+        question: Question,
         by_vector: list[Hit],
         by_text: list[Hit],
         limit: int,
         coverage: float = 1.0,
+        by_translation: list[Hit] | None = None,
     ) -> list[Hit]:
-        """The `limit` best chunks of both lists by their weighted z-scores, each marked with
-        the list(s) that found it (`found_by`); `coverage` as for `text_weight`. Beside a
-        list with hits, one that weighs nothing adds none (they would tie with the other
-        list's last); alone, a list keeps its order."""
-        alpha, beta = self.weight_for(question), self.text_weight(question, coverage)
-        if not beta and by_vector:
-            by_text = []
-        if not alpha and by_text:
-            by_vector = []
-        vector, text = standardised(by_vector), standardised(by_text)
-        vector_floor, text_floor = (
-            min(vector.values(), default=0.0),
-            min(text.values(), default=0.0),
-        )
-        hits = {hit.chunk_id: hit for hit in [*by_text, *by_vector]}
+        """The `limit` best chunks of the lists by their weighted z-scores, each marked with
+        the list(s) that found it (`found_by`: the translated list is a full-text one);
+        `coverage` as for `text_weight`. Beside a list with hits, one that weighs nothing adds
+        none (they would tie with the other list's last); alone, a list keeps its order."""
+        weights = [
+            self.weight_for(question),
+            self.text_weight(question, coverage),
+            self.translated_weight,
+        ]
+        lists = [by_vector, by_text, by_translation or []]
+        if any(hits for hits, weight in zip(lists, weights, strict=True) if weight):
+            lists = [hits if weight else [] for hits, weight in zip(lists, weights, strict=True)]
+        scores = [standardised(hits) for hits in lists]
+        floors = [min(found.values(), default=0.0) for found in scores]
+        hits = {hit.chunk_id: hit for hit in [*lists[2], *lists[1], *lists[0]]}
         fused = {
-            chunk_id: alpha * vector.get(chunk_id, vector_floor)
-            + beta * text.get(chunk_id, text_floor)
+            chunk_id: sum(
+                weight * found.get(chunk_id, floor)
+                for weight, found, floor in zip(weights, scores, floors, strict=True)
+            )
             for chunk_id in hits
         }
         order = sorted(fused, key=lambda chunk_id: -fused[chunk_id])[:limit]
         return [
             replace(
                 hits[chunk_id].rescored(fused[chunk_id]),
-                found_by=found_by(chunk_id in vector, chunk_id in text),
+                found_by=found_by(
+                    chunk_id in scores[0], chunk_id in scores[1] or chunk_id in scores[2]
+                ),
             )
             for chunk_id in order
         ]
@@ -98,7 +112,11 @@ class Fusion:
 
 ENGLISH_FUSION = Fusion()
 MULTILINGUAL_FUSION = Fusion(
-    vector_weight=0.6, cjk_vector_weight=0.5, full_coverage=0.5, min_coverage=0.1
+    vector_weight=0.6,
+    cjk_vector_weight=0.5,
+    full_coverage=0.5,
+    min_coverage=0.1,
+    translated_weight=0.35,
 )
 COVERAGE_HITS = 10  # the full-text hits whose terms `term_coverage` reads
 

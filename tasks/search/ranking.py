@@ -1,10 +1,12 @@
-"""One question's hits from its two lists: by mode, hybrid fusion, per_doc and the
-cross-encoder (what each mode's score means: tasks/search/searcher.py).
+"""One question's hits from its lists: by mode, hybrid fusion, per_doc and the cross-encoder
+(what each mode's score means: tasks/search/searcher.py).
 
 A `Reading` is what one search reads the dataset with, fixed when it starts: the source of
-its lists (tasks/search/sources.py), the question encoder and the fusion. `search_one` ranks
-a question from the lists started for it ahead (`Started`, tasks/search/batch.py) or, where
-none were, from lists it starts itself.
+its lists (tasks/search/sources.py), the question encoder, the fusion and the vocabulary the
+questions are translated with (tasks/search/question.py). `search_one` ranks a question from
+the lists started for it ahead (`Started`, tasks/search/batch.py) or, where none were, from
+lists it starts itself. Hybrid mode has up to three: the vectors, the question's own words,
+and its words translated into the dataset's other languages (only where it has any).
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tasks.dataset.vocabulary import Vocabulary
 from tasks.embed.base import CrossScriptRescorer, Embedder
 from tasks.search import query_loop
 from tasks.search.fusion import Fusion, best_per_doc, term_coverage
 from tasks.search.hits import Hit
 from tasks.search.params import Mode, SearchParams
+from tasks.search.question import Question, ask
 from tasks.search.rerank import PairScorer, rerank
 from tasks.search.sources import ChunkSource, TextList
-from tasks.text import analysis
 
 PER_DOC_OVERFETCH = 5  # chunks fetched per wanted document with per_doc, grown as needed
 
@@ -33,14 +36,20 @@ class Reading:
     source: ChunkSource
     embedder: Embedder  # the dataset's question encoder
     fusion: Fusion  # how hybrid mode weighs the lists for the dataset's model
+    vocabulary: Vocabulary | None = None  # what questions are translated with; None: not
+
+    def question(self, text: str, mode: Mode) -> Question:
+        """`text` analysed once, translated for hybrid mode where the dataset has a
+        vocabulary (fts and vector mode search the question's own words and meaning)."""
+        return ask(text, self.vocabulary if mode == "hybrid" else None)
 
 
 @dataclass(frozen=True)
 class Query:
-    """One question as it is ranked: its text, its vector (None in fts mode) and the mode (the
-    service's request calls its text a Question: tasks/search/request.py)."""
+    """One question as it is ranked: the question, its vector (None in fts mode) and the mode
+    (the service's request calls its text a Question too: tasks/search/request.py)."""
 
-    text: str
+    question: Question
     vector: np.ndarray | None
     mode: Mode
 
@@ -51,9 +60,10 @@ class Started:
 
     text: Future[TextList] | None = None
     vector: Future[list[Hit]] | None = None
+    translated: Future[TextList] | None = None
 
     def cancel(self) -> None:
-        for work in (self.text, self.vector):
+        for work in (self.text, self.vector, self.translated):
             if work is not None:
                 work.cancel()
 
@@ -63,12 +73,27 @@ def start_vector_list(reading: Reading, vector: np.ndarray, limit: int) -> Futur
     return reading.source.start_vector_lists([vector], limit)[0]
 
 
-def start_text_list(reading: Reading, text: str, limit: int, floor: bool) -> Future[TextList]:
-    """Hybrid mode's full-text list of `limit` chunks by BM25, started on the query loop, with
-    each hit's analysed text where the fusion's coverage gate reads it and, with a cosine
-    `floor` to apply, its stored vector."""
-    terms = reading.fusion.full_coverage is not None
-    return query_loop.submit(reading.source.text_list(text, limit, terms, floor))
+def start_text_list(
+    reading: Reading, question: Question, limit: int, floor: bool
+) -> Future[TextList]:
+    """Hybrid mode's full-text list of `limit` chunks by BM25 of the question's own words,
+    started on the query loop, with each hit's analysed text where the fusion's coverage gate
+    reads it and, with a cosine `floor` to apply, its stored vector."""
+    analysed = reading.fusion.full_coverage is not None
+    terms = question.weighted_terms
+    return query_loop.submit(reading.source.text_list(terms, limit, analysed, floor))
+
+
+def start_translated_list(
+    reading: Reading, question: Question, limit: int, floor: bool
+) -> Future[TextList] | None:
+    """Hybrid mode's third list: `limit` chunks by BM25 of the question's translated words
+    (tasks/search/question.py), with their stored vectors for a cosine `floor`; None where the
+    question has no translation."""
+    if not question.translations:
+        return None
+    terms = question.translations
+    return query_loop.submit(reading.source.text_list(terms, limit, False, floor))
 
 
 def search_one(
@@ -89,7 +114,7 @@ def search_one(
             break
         limit, lists = limit * 4, Started()
     if scorer is not None:
-        hits = above(rerank(query.text, hits, scorer), params.min_score)
+        hits = above(rerank(query.question.text, hits, scorer), params.min_score)
     return (best_per_doc(hits) if params.per_doc else hits)[: params.k]
 
 
@@ -99,29 +124,33 @@ def ranked(
     """Up to `limit` hits in the query's mode, each at or above `min_score` (a floor on the
     cosine in vector and hybrid mode, on BM25 in fts mode), from the lists in `lists` where
     they were started already."""
-    text, vector, mode = query.text, query.vector, query.mode
+    question, vector, mode = query.question, query.vector, query.mode
     if mode == "fts":
-        return above(query_loop.run(reading.source.text_hits(text, limit)), min_score)
+        found = query_loop.run(reading.source.text_hits(question.weighted_terms, limit))
+        return above(found, min_score)
     assert vector is not None
     if mode == "vector":
-        return by_vector(reading, text, vector, limit, min_score, lists.vector)[:limit]
+        return by_vector(reading, question, vector, limit, min_score, lists.vector)[:limit]
     depth = max(limit, reading.fusion.depth)
-    text_list = lists.text
-    if text_list is None:
-        text_list = start_text_list(reading, text, depth, min_score is not None)
-    vectors = by_vector(reading, text, vector, depth, min_score, lists.vector)
+    floor = min_score is not None
+    text_list = lists.text or start_text_list(reading, question, depth, floor)
+    translated_list = lists.translated or start_translated_list(reading, question, depth, floor)
+    vectors = by_vector(reading, question, vector, depth, min_score, lists.vector)
     by_text = text_list.result()
+    translated = translated_list.result() if translated_list is not None else None
     if min_score is not None:
         by_text = by_text.above(vector, min_score)
+        translated = translated.above(vector, min_score) if translated is not None else None
     coverage = 1.0
     if reading.fusion.full_coverage is not None:
-        coverage = term_coverage(analysis.query_text(text).split(), by_text.terms)
-    return reading.fusion.fuse(text, vectors, by_text.hits, limit, coverage)
+        coverage = term_coverage(list(question.terms), by_text.terms)
+    by_translation = translated.hits if translated is not None else []
+    return reading.fusion.fuse(question, vectors, by_text.hits, limit, coverage, by_translation)
 
 
 def by_vector(
     reading: Reading,
-    text: str,
+    question: Question,
     vector: np.ndarray,
     limit: int,
     min_score: float | None,
@@ -137,7 +166,7 @@ def by_vector(
     if not isinstance(rescorer, CrossScriptRescorer):
         return hits
     head = hits[: rescorer.rescore_depth]
-    bonus = rescorer.cross_script_bonus(text, [hit.text for hit in head])
+    bonus = rescorer.cross_script_bonus(question.text, [hit.text for hit in head])
     head = [
         hit.rescored(hit.score + float(extra)) if extra else hit
         for hit, extra in zip(head, bonus, strict=True)

@@ -39,6 +39,8 @@ and its re-scoring. The hits and scores are those of a plain sequential search
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -47,6 +49,7 @@ from tasks.dataset.chunk_store import async_table
 from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, Fingerprint
+from tasks.dataset.vocabulary import Vocabulary
 from tasks.embed.base import Embedder
 from tasks.embed.models import model_info, model_spec_for, query_embedder
 from tasks.search import query_loop
@@ -57,9 +60,31 @@ from tasks.search.fusion import Fusion, fusion_for
 from tasks.search.hits import HIT_COLUMNS, Hit
 from tasks.search.kept_chunks import KeptChunks
 from tasks.search.params import Mode, SearchParams
-from tasks.search.ranking import Reading, by_vector, start_text_list
+from tasks.search.question import Question
+from tasks.search.ranking import (
+    Reading,
+    by_vector,
+    start_text_list,
+    start_translated_list,
+)
 from tasks.search.rerank import cross_encoder
 from tasks.search.sources import LanceSource, TextList, source_for
+
+# How often a searcher looks for a new vocabulary while its own describes an older chunks
+# version (a run between its last commit and the vocabulary's refresh, or after a restore).
+VOCABULARY_RECHECK = 5.0
+
+
+@dataclass(frozen=True)
+class Lists:
+    """Hybrid mode's lists for one question before fusion: the vector hits (re-scored across
+    scripts where the model does that), the full-text list of its own words, and that of its
+    translations (empty where it has none)."""
+
+    question: Question
+    vector: list[Hit]
+    text: TextList
+    translated: list[Hit]
 
 
 class Searcher:
@@ -82,6 +107,7 @@ class Searcher:
         self._keep_vectors = keep_vectors
         self._kept: KeptChunks | None = None
         self._kept_lock = threading.Lock()
+        self._vocabulary: _KeptVocabulary | None = None
 
     def embedder(self) -> Embedder:
         """The encoder of the dataset's model for questions, loaded once per process (torch-free
@@ -172,14 +198,20 @@ class Searcher:
         lance = LanceSource(async_table(self.dataset.chunks), self.hit_columns(), where)
         return query_loop.run(lance.vector_hits(vector, limit))
 
-    def lists(self, text: str, vector: np.ndarray, depth: int) -> tuple[list[Hit], TextList]:
-        """Hybrid mode's two lists of `depth` chunks for one question before fusion, with no
-        filter: the vector hits (re-scored across scripts where the model does that) and the
-        full-text list (benchmarks/quality.py tunes the fusion on them)."""
+    def lists(self, text: str, vector: np.ndarray, depth: int) -> Lists:
+        """Hybrid mode's lists of `depth` chunks for one question before fusion, with no
+        filter (benchmarks/quality.py tunes the fusion on them)."""
         self.resolve_mode("hybrid")
         reading = self._reading(None)
-        by_text = start_text_list(reading, text, depth, floor=False)
-        return by_vector(reading, text, vector, depth, None, None), by_text.result()
+        question = reading.question(text, "hybrid")
+        by_text = start_text_list(reading, question, depth, floor=False)
+        translated = start_translated_list(reading, question, depth, floor=False)
+        return Lists(
+            question,
+            by_vector(reading, question, vector, depth, None, None),
+            by_text.result(),
+            translated.result().hits if translated is not None else [],
+        )
 
     def search(self, text: str, params: SearchParams) -> list[Hit]:
         return self.search_many([text], params)[0]
@@ -201,7 +233,35 @@ class Searcher:
         table = async_table(self.dataset.chunks)
         kept = self._kept_chunks() if where is None else None
         source = source_for(table, self.hit_columns(), where, kept)
-        return Reading(source, self._embedder_for(fp), _fusion_of(fp.model))
+        fusion = _fusion_of(fp.model)
+        vocabulary = self.vocabulary() if fusion.translated_weight else None
+        return Reading(source, self._embedder_for(fp), fusion, vocabulary)
+
+    def vocabulary(self) -> Vocabulary | None:
+        """The dataset's vocabulary (tasks/dataset/vocabulary.py), as of the chunks version
+        `indexed_columns` read last: read again once the table has moved on, or, while it
+        describes another version (a run has not made it anew yet), every VOCABULARY_RECHECK
+        seconds. A searcher that keeps the chunks keeps every term. None where the dataset
+        has none yet."""
+        version, now = self._indexed[0], time.monotonic()
+        with self._kept_lock:
+            kept = self._vocabulary
+            if kept is not None and kept.version == version:
+                current = kept.found is None or kept.found.made_from == version
+                if current or now - kept.read_at < VOCABULARY_RECHECK:
+                    return kept.found
+            found = self.dataset.vocabulary()
+            if found is not None and self._keep_vectors:
+                found.load()
+            self._vocabulary = _KeptVocabulary(version, now, found)
+            return found
+
+
+@dataclass(frozen=True)
+class _KeptVocabulary:
+    version: int  # the chunks version it was read for
+    read_at: float  # time.monotonic() of the read
+    found: Vocabulary | None
 
 
 @cache

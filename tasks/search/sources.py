@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 from lancedb.table import AsyncTable
 
-from tasks.dataset.chunk_store import matching_row_ids, matching_rows, nearest_rows
+from tasks.dataset.chunk_store import Terms, matching_row_ids, matching_rows, nearest_rows
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.search import query_loop
 from tasks.search.hits import Hit
@@ -54,12 +54,12 @@ class ChunkSource(Protocol):
         """The `limit` chunks nearest to each vector, by cosine similarity, best first."""
         ...
 
-    async def text_hits(self, text: str, limit: int) -> list[Hit]:
-        """Up to `limit` chunks by BM25, best first."""
+    async def text_hits(self, terms: Terms, limit: int) -> list[Hit]:
+        """Up to `limit` chunks by BM25 of the weighted `terms`, best first."""
         ...
 
-    async def text_list(self, text: str, limit: int, terms: bool, vectors: bool) -> TextList:
-        """`text_hits` with each hit's analysed text (`terms`) and stored vector (`vectors`)."""
+    async def text_list(self, terms: Terms, limit: int, analysed: bool, vectors: bool) -> TextList:
+        """`text_hits` with each hit's analysed text (`analysed`) and stored vector (`vectors`)."""
         ...
 
 
@@ -79,20 +79,20 @@ class LanceSource:
         rows = await nearest_rows(self.table, vector, self.columns, self.where, limit)
         return [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
 
-    async def text_hits(self, text: str, limit: int) -> list[Hit]:
-        rows = await matching_rows(self.table, text, self.columns, self.where, limit)
+    async def text_hits(self, terms: Terms, limit: int) -> list[Hit]:
+        rows = await matching_rows(self.table, terms, self.columns, self.where, limit)
         return [Hit.from_row(row, row["_score"]) for row in rows]
 
-    async def text_list(self, text: str, limit: int, terms: bool, vectors: bool) -> TextList:
+    async def text_list(self, terms: Terms, limit: int, analysed: bool, vectors: bool) -> TextList:
         columns = [
             *self.columns,
-            *([SEARCH_TEXT_COLUMN] if terms else []),
+            *([SEARCH_TEXT_COLUMN] if analysed else []),
             *([VECTOR_COLUMN] if vectors else []),
         ]
-        rows = await matching_rows(self.table, text, columns, self.where, limit)
+        rows = await matching_rows(self.table, terms, columns, self.where, limit)
         return TextList(
             [Hit.from_row(row, row["_score"]) for row in rows],
-            [row[SEARCH_TEXT_COLUMN] for row in rows] if terms else [],
+            [row[SEARCH_TEXT_COLUMN] for row in rows] if analysed else [],
             [row[VECTOR_COLUMN] for row in rows] if vectors else [],
         )
 
@@ -111,29 +111,29 @@ class KeptSource:
             done[-1].set_result(hits)
         return done
 
-    async def text_hits(self, text: str, limit: int) -> list[Hit]:
-        found = await self._text_rows(text, limit)
+    async def text_hits(self, terms: Terms, limit: int) -> list[Hit]:
+        found = await self._text_rows(terms, limit)
         if found is None:
-            return await self.lance.text_hits(text, limit)
+            return await self.lance.text_hits(terms, limit)
         return self.kept.hits(*found)
 
-    async def text_list(self, text: str, limit: int, terms: bool, vectors: bool) -> TextList:
-        found = await self._text_rows(text, limit)
+    async def text_list(self, terms: Terms, limit: int, analysed: bool, vectors: bool) -> TextList:
+        found = await self._text_rows(terms, limit)
         if found is None:
-            return await self.lance.text_list(text, limit, terms, vectors)
+            return await self.lance.text_list(terms, limit, analysed, vectors)
         rows, scores = found
         return TextList(
             self.kept.hits(rows, scores),
-            self.kept.analysed(rows) if terms else [],
+            self.kept.analysed(rows) if analysed else [],
             self.kept.vectors_of(rows) if vectors else [],
         )
 
-    async def _text_rows(self, text: str, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
+    async def _text_rows(self, terms: Terms, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The full-text list as (rows of the copy, BM25 scores), best first; None where the
         copy has no analysed text or lacks a row."""
         if self.kept.search_text is None:
             return None
-        ids, scores = await matching_row_ids(self.lance.table, text, limit)
+        ids, scores = await matching_row_ids(self.lance.table, terms, limit)
         rows = self.kept.positions(ids)
         return None if rows is None else (rows, scores)
 
