@@ -213,7 +213,7 @@ def real_vectors(work: Path, smoke: bool) -> tuple[np.ndarray, np.ndarray]:
         texts += [chunk.text for result in split for chunk in result.chunks]
     questions = list(SMOKE_QUESTIONS) if smoke else [q.query for q in read_queries(RECALL_QUERIES)]
     embedder = get_embedder(DEFAULT_MODEL)
-    rows = embedder.encode(texts)
+    rows = embedder.encode(texts)[:, : embedder.info.dimension]  # the vector column's part
     asked = query_embedder(embedder.info.model_id).encode(questions)
     np.savez(cached, rows=rows, questions=asked)
     return rows, asked

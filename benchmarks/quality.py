@@ -125,7 +125,9 @@ class DevSet:
 
 
 K = 10
-DEPTH = 100  # candidates per list kept for tuning
+# Candidates per list kept for tuning: the fusion's depth, as a search takes them (a routed
+# model's vector list holds that many of each kind of chunk: tasks/search/ranking.py).
+DEPTH = 50
 
 
 def dataset_for(name: str, model: str, split: SplitSettings | None = None) -> str:
@@ -230,7 +232,7 @@ def candidates(searcher: Searcher, name: str) -> list[Candidates]:
     """Each question's candidate lists; kept beside the dataset, so that tuning again costs no
     search (removed with the dataset; one file per set, as two sets may share a dataset)."""
     version = searcher.dataset.chunks.version
-    cache = Path(searcher.dataset.uri) / f"candidates-v5-{name}-{version}.pkl"
+    cache = Path(searcher.dataset.uri) / f"candidates-v6-{name}-{version}.pkl"
     if cache.exists():  # kept as tuples: a class pickled by `python -m` is __main__'s
         return [Candidates(*fields) for fields in pickle.loads(cache.read_bytes())]
     if name in SECTION_SETS:
@@ -252,7 +254,8 @@ def candidates(searcher: Searcher, name: str) -> list[Candidates]:
     return found
 
 
-Setting = tuple[float, float, float | None, float]  # α (other scripts), α (CJK), gate, γ
+# α (other scripts), α (CJK), gate, γ, α (a question in a language the dataset does not hold)
+Setting = tuple[float, float, float | None, float, float | None]
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,7 @@ class Standardised:
     z-score in each list (the list's lowest where it is missing)."""
 
     cjk: bool
+    across: bool  # in a language the dataset does not hold, and not translated into it
     coverage: float
     filled: tuple[bool, bool, bool]  # which lists have hits: vector, text, translated
     scores: Any  # 3 × candidates
@@ -269,7 +273,7 @@ class Standardised:
 
 
 def standardise(c: Candidates, depth: int) -> Standardised:
-    lists = [c.vector[:depth], c.text[:depth], c.translated[:depth]]
+    lists = [c.vector, c.text[:depth], c.translated[:depth]]  # the vector list as searched
     found = [standardised(hits) for hits in lists]
     hits = list({hit.chunk_id: hit for hits in reversed(lists) for hit in hits}.values())
     scores = np.array(
@@ -277,7 +281,9 @@ def standardise(c: Candidates, depth: int) -> Standardised:
     )
     members = np.array([[hit.chunk_id in z for hit in hits] for z in found], bool)
     filled = (bool(lists[0]), bool(lists[1]), bool(lists[2]))
-    return Standardised(c.question.cjk, c.coverage, filled, scores, members, hits)
+    question = c.question
+    untranslated = question.across and not question.translations
+    return Standardised(question.cjk, untranslated, c.coverage, filled, scores, members, hits)
 
 
 def tune(lists: dict[str, list[Candidates]], judged: dict[str, Any], now: Fusion) -> None:
@@ -290,18 +296,23 @@ def tune(lists: dict[str, list[Candidates]], judged: dict[str, Any], now: Fusion
     }
     lone = {
         name: tuple(
-            fused_figure(name, lists[name], ready[name], judged[name], alone(k)) for k in range(3)
+            figure(name, per_query, [getattr(c, kind)[: 2 * K] for c in per_query], judged[name])
+            for kind in ("vector", "text", "translated")
         )
-        for name in lists
+        for name, per_query in lists.items()
     }
     print("each list alone (vector, text, translated): " + json.dumps(lone))
     table: dict[Setting, dict[str, float]] = {}
     grid = itertools.product(
-        (0.4, 0.5, 0.6, 0.7), (0.3, 0.4, 0.5, 0.6), (None, 0.5), (0.0, 0.25, 0.35, 0.5, 1.0)
+        (0.5, 0.6, 0.7),
+        (0.4, 0.5, 0.6),
+        (None, 0.5),
+        (0.0, 0.25, 0.35, 0.5),
+        (None, 0.6, 0.8, 1.0),
     )
-    for alpha, cjk_alpha, gate, gamma in grid:
-        setting = Fusion(alpha, cjk_alpha, now.depth, gate, 0.1 if gate else 0.0, gamma)
-        key = (alpha, cjk_alpha, gate, gamma)
+    for alpha, cjk_alpha, gate, gamma, across in grid:
+        setting = Fusion(alpha, cjk_alpha, now.depth, gate, 0.1 if gate else 0.0, gamma, across)
+        key = (alpha, cjk_alpha, gate, gamma, across)
         table[key] = {
             name: fused_figure(name, lists[name], ready[name], judged[name], weights_of(setting))
             for name in lists
@@ -314,7 +325,7 @@ def tune(lists: dict[str, list[Candidates]], judged: dict[str, Any], now: Fusion
     ranked = sorted(keeps or table, key=lambda key: -sum(shares(table[key], lists).values()))
     for key in ranked[:5]:
         label = "never below a list" if keeps else "best (none is never below a list)"
-        print(f"{label}: α, α(CJK), gate, γ = {key}: {json.dumps(table[key])}")
+        print(f"{label}: α, α(CJK), gate, γ, α(across) = {key}: {json.dumps(table[key])}")
     figures_now = {
         name: fused_figure(name, lists[name], ready[name], judged[name], weights_of(now))
         for name in lists
@@ -322,16 +333,13 @@ def tune(lists: dict[str, list[Candidates]], judged: dict[str, Any], now: Fusion
     print(f"now ({now}): " + json.dumps(figures_now))
 
 
-def alone(k: int) -> Callable[[Standardised], Any]:
-    """The weights of list k alone (0 vector, 1 text, 2 translated)."""
-    return lambda ready: np.eye(3)[k]
-
-
 def weights_of(setting: Fusion) -> Callable[[Standardised], Any]:
     """The weights a fusion setting gives one question's three lists (Fusion.fuse)."""
 
     def weights(ready: Standardised) -> Any:
         alpha = setting.cjk_vector_weight if ready.cjk else setting.vector_weight
+        if ready.across and setting.across_vector_weight is not None:
+            alpha = setting.across_vector_weight
         beta = 1 - alpha
         if setting.full_coverage is not None:
             if ready.coverage < setting.min_coverage:

@@ -207,14 +207,27 @@ def questions_of(count: int) -> list[str]:
     return [q for pair in zip(*sets, strict=False) for q in pair][:count]
 
 
-def noisy(base: np.ndarray, rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def noisy(
+    base: np.ndarray, rows: int, rng: np.random.Generator, dimension: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """`rows` unit vectors around the base vectors (cosine about COSINE), and which base each
-    came from."""
+    came from. Where the model gives a second, routed vector after the first `dimension`
+    components (tasks/embed/cjk_backend.py), each part gets its own noise and stays a unit
+    vector, and an empty routed part stays empty."""
     source = rng.integers(0, len(base), rows)
-    dimension = base.shape[1]
-    sigma = math.sqrt((1 / COSINE**2 - 1) / dimension)  # |noise|² ≈ dimension · sigma²
-    points = base[source] + sigma * rng.standard_normal((rows, dimension), dtype=np.float32)
-    return points / np.linalg.norm(points, axis=1, keepdims=True), source
+    dimension = dimension or base.shape[1]
+    parts = [base[source, :dimension], base[source, dimension:]]
+    made = []
+    for part in parts:
+        if not part.shape[1]:
+            continue
+        sigma = math.sqrt((1 / COSINE**2 - 1) / part.shape[1])  # |noise|² ≈ width · sigma²
+        empty = ~part.any(axis=1)
+        points = part + sigma * rng.standard_normal(part.shape, dtype=np.float32)
+        points /= np.linalg.norm(points, axis=1, keepdims=True)
+        points[empty] = 0.0
+        made.append(points)
+    return np.hstack(made), source
 
 
 def stretch(text: str, rng: np.random.Generator) -> str:
@@ -271,7 +284,7 @@ def build(
 ) -> float:
     """A dataset of `rows` synthetic chunks, written and finalized like an ingest run; returns
     seconds."""
-    vectors, source = noisy(base, rows, rng)
+    vectors, source = noisy(base, rows, rng, fp.dimension)
     documents, chunks = synthetic_rows(texts, source, rng)
     start = time.perf_counter()
     write(uri, fp, documents, chunks, vectors).finalize("run-bench")
@@ -399,7 +412,9 @@ def main() -> int:
     )
     fp = Fingerprint.of(embedder.info, SplitSettings())
     report: dict = {
-        "sweep": sweep(sweep_sizes, base, texts, probes, rng) if args.sweep else None,
+        "sweep": sweep(sweep_sizes, base[:, : fp.dimension], texts, probes, rng)
+        if args.sweep
+        else None,
         "sizes": {},
     }
 

@@ -175,7 +175,8 @@ def check_quality(out: str) -> None:
     assert_lines(
         out,
         r"each list alone \(vector, text, translated\): .*",
-        r"(never below a list|best \(none is never below a list\)): α, α\(CJK\), gate, γ = .*",
+        r"(never below a list|best \(none is never below a list\)): α, α\(CJK\), gate, γ, "
+        r"α\(across\) = .*",
         r"now \(.*",
     )
     report = json.loads(next(line for line in out.splitlines() if line.startswith('{"xquad')))

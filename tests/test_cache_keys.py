@@ -193,10 +193,12 @@ def test_each_backend_records_the_module_that_registers_it():
     assert BACKENDS["dual"].module == "tasks.embed.dual_backend"
     assert set(embedding_code(DEFAULT_MODEL)) == {
         "tasks.embed.models",
+        "tasks.embed.cjk_backend",
         "tasks.embed.headings_backend",
         "tasks.embed.dual_backend",
         "tasks.embed.token_backend",
         "tasks.embed.use_backend",
+        "tasks.embed.e5_backend",
     }
 
 

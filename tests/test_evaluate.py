@@ -81,6 +81,7 @@ def test_evaluate_ingests_once_then_reuses_the_index(prefect_backend, benchmark,
         "full_coverage",
         "min_coverage",
         "translated_weight",
+        "across_vector_weight",
     }
     tags = Dataset(uri).run_tags()
     assert main([*benchmark, "--index", uri, "--mode", "fts"]) == 0

@@ -184,8 +184,10 @@ def test_every_format_loads_with_the_network_blocked(small_corpus, tmp_path):
         assert set(by_type) == set({sorted(TYPES.values())!r})
         assert all(chars > 0 for chars in by_type.values())
         embedder = get_embedder(DEFAULT_MODEL)
-        vector = embedder.encode(["offline embedding", "离线嵌入"])
-        assert vector.shape == (2, embedder.info.dimension) == (2, 384 + 512 + 1)
+        vector = embedder.encode(["offline embedding", "离线嵌入"])  # the second also by e5
+        info = embedder.info
+        assert vector.shape == (2, info.dimension + info.routed_dimension) == (2, 897 + 384)
+        assert vector[1, info.dimension :].any() and not vector[0, info.dimension :].any()
         print("OFFLINE-OK")
         """
     )

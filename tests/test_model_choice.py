@@ -25,7 +25,7 @@ def test_a_new_dataset_gets_the_default_backend(tmp_path):
     assert settings.model == AUTO_MODEL, "validation leaves `auto` as it is"
     settings = resolve_auto_model(settings)
     assert settings.model == DEFAULT_MODEL
-    assert DEFAULT_MODEL == "headings:dual:onnx-int8-token:all-MiniLM-L6-v2,use:multilingual-v3"
+    assert DEFAULT_MODEL == "cjk:headings:dual:onnx-int8-token:all-MiniLM-L6-v2,use:multilingual-v3"
     assert not (tmp_path / "new").exists() or not Dataset(str(tmp_path / "new")).exists()
 
 

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 from tasks.dataset.dataset import Dataset
-from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
-from tasks.embed.base import CrossScriptRescorer
+from tasks.dataset.schema import ROUTED_VECTOR_COLUMN, SEARCH_TEXT_COLUMN, VECTOR_COLUMN
+from tasks.embed.base import CrossScriptRescorer, RoutedQuestions, model_input
+from tasks.embed.models import model_info, model_spec_for
 from tasks.search.filters import chunk_filter
 from tasks.search.fusion import best_per_doc, term_coverage
 from tasks.search.hits import HIT_COLUMNS, Hit
@@ -115,20 +116,45 @@ def by_vector(
     floor: float | None,
 ) -> list[Hit]:
     rescorer = searcher.embedder()
+    router = routing(searcher)
     depth = (
         max(limit, rescorer.rescore_depth) if isinstance(rescorer, CrossScriptRescorer) else limit
     )
     rows = dataset.nearest(vector, HIT_COLUMNS, where, depth)
-    hits = above([Hit.from_row(row, 1.0 - row["_distance"]) for row in rows], floor)
-    if not isinstance(rescorer, CrossScriptRescorer):
+    hits = [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
+    if router is not None:  # the routed chunks are ranked by the routed model instead
+        headings = model_info(model_spec_for(dataset.fingerprint.model)).headings
+        hits = [h for h in hits if not router.routes(model_input(h.text, h.section, headings))]
+    hits = above(hits, floor)
+    if isinstance(rescorer, CrossScriptRescorer):
+        head = hits[: rescorer.rescore_depth]
+        bonus = rescorer.cross_script_bonus(text, [hit.text for hit in head])
+        head = [
+            hit.rescored(hit.score + float(extra)) if extra else hit
+            for hit, extra in zip(head, bonus, strict=True)
+        ]
+        hits = sorted(head + hits[len(head) :], key=lambda hit: -hit.score)
+    if router is None:
         return hits
-    head = hits[: rescorer.rescore_depth]
-    bonus = rescorer.cross_script_bonus(text, [hit.text for hit in head])
-    head = [
-        hit.rescored(hit.score + float(extra)) if extra else hit
-        for hit, extra in zip(head, bonus, strict=True)
-    ]
-    return sorted(head + hits[len(head) :], key=lambda hit: -hit.score)
+    asked = router.encode_routed([text])[0]
+    rows = dataset.nearest(asked, HIT_COLUMNS, where, max(limit, 50), ROUTED_VECTOR_COLUMN)
+    cosines = np.array([Hit.from_row(row, 1.0 - row["_distance"]).score for row in rows])
+    spread = cosines.std() if len(rows) else 0.0
+    z = (cosines - cosines.mean()) / spread if spread else 0.0 * cosines
+    routed = [
+        Hit.from_row(row, router.routed_score(float(score)))
+        for row, score in zip(rows, z, strict=True)
+    ][:limit]
+    return sorted(hits + above(routed, floor), key=lambda hit: -hit.score)
+
+
+def routing(searcher: Searcher) -> RoutedQuestions | None:
+    """The question encoder where it routes the chunks of languages the dataset holds."""
+    embedder, vocabulary = searcher.embedder(), searcher.dataset.vocabulary()
+    if not isinstance(embedder, RoutedQuestions) or vocabulary is None:
+        return None
+    routes = searcher.dataset.fingerprint.routed_dimension
+    return embedder if routes and vocabulary.languages & embedder.routed_languages else None
 
 
 def above(hits: list[Hit], floor: float | None) -> list[Hit]:
@@ -173,7 +199,7 @@ def test_hits_equal_the_plain_sequential_search(searcher, mode, options):
 def test_the_reference_sees_cross_script_rescoring_and_both_lists(searcher):
     """The comparison covers what the optimised path changes: hybrid hits found by each list
     and by both, and vector scores raised by the cross-script bonus."""
-    params = SearchParams(k=10, mode="hybrid")
+    params = SearchParams(k=30, mode="hybrid")
     found_by = {
         hit.found_by for hits in reference_search(searcher, QUESTIONS, params) for hit in hits
     }

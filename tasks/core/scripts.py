@@ -44,6 +44,15 @@ Group = Literal["chinese", "japanese", "korean", "latin", "cyrillic", "other", "
 
 SCRIPTS: tuple[Script, ...] = get_args(Script)
 GROUPS: tuple[Group, ...] = get_args(Group)
+# The language (ISO 639-1) a text of a group is taken to be in where nothing else says: a
+# question's words are looked up as it (tasks/search/question.py), a chunk whose document
+# states no language counts as it (tasks/dataset/vocabulary.py). Latin script is English.
+LANGUAGE_OF_GROUP: dict[str, str] = {
+    "latin": "en",
+    "chinese": "zh",
+    "japanese": "ja",
+    "korean": "ko",
+}
 
 # The letters of each script but `other`, as `regex` character classes.
 HAN = r"\p{Han}"

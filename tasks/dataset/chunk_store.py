@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +31,13 @@ from tasks.core import lance_imports
 from tasks.core.reasons import Status
 from tasks.core.records import Chunk, Document
 from tasks.dataset.ann import tune
-from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN, Fingerprint, chunk_rows
+from tasks.dataset.schema import (
+    ROUTED_VECTOR_COLUMN,
+    SEARCH_TEXT_COLUMN,
+    VECTOR_COLUMN,
+    Fingerprint,
+    chunk_rows,
+)
 from tasks.dataset.sql import sql_in
 from tasks.dataset.upkeep import indexed_columns
 from tasks.text import analysis
@@ -57,39 +63,52 @@ def replace_chunks(
     have no chunks in the table yet, so the chunks are only added.
     """
     replaced = [doc.doc_id for doc in documents if doc.status != Status.FAILED]
+    if not np.isfinite(vectors).all():  # LanceDB is told to keep nulls below: none slips in
+        raise ValueError("a vector to write has a value that is not a finite number")
+    # The routed column is null for the chunks the model does not route; LanceDB's merge
+    # refuses a null vector unless told to keep it.
+    nulls: Literal["null", "error"] = "null" if fp.routed_dimension else "error"
     if append:
         if chunks:
-            table.add(chunk_rows(documents, chunks, vectors, fp, at))
+            table.add(chunk_rows(documents, chunks, vectors, fp, at), on_bad_vectors=nulls)
     elif replaced:
         (
             table.merge_insert("chunk_id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
             .when_not_matched_by_source_delete(sql_in("doc_id", replaced))
-            .execute(chunk_rows(documents, chunks, vectors, fp, at))
+            .execute(chunk_rows(documents, chunks, vectors, fp, at), on_bad_vectors=nulls)
         )
 
 
 def stored_vectors(table: Table, text_hashes: list[str]) -> dict[str, np.ndarray]:
-    """Vectors already stored for these chunk text hashes (same model: the fingerprint)."""
+    """Vectors already stored for these chunk text hashes (same model: the fingerprint), as
+    the model gives them: with the routed part after the first, zeros where it is empty."""
     wanted = sorted(set(text_hashes))
     if not wanted:
         return {}
+    routed = ROUTED_VECTOR_COLUMN in table.schema.names
     found = (
         table.search()
         .where(sql_in("text_hash", wanted))
-        .select(["text_hash", VECTOR_COLUMN])
+        .select(["text_hash", VECTOR_COLUMN, *([ROUTED_VECTOR_COLUMN] if routed else [])])
         .limit(None)
         .to_arrow()
     )
-    return dict(zip(found.column("text_hash").to_pylist(), vector_matrix(found), strict=True))
+    vectors = vector_matrix(found)
+    if routed:
+        vectors = np.hstack([vectors, vector_matrix(found, ROUTED_VECTOR_COLUMN)])
+    return dict(zip(found.column("text_hash").to_pylist(), vectors, strict=True))
 
 
-def vector_matrix(rows: pa.Table) -> np.ndarray:
-    """The vector column of `rows` as one float32 matrix, a row per row."""
-    column = rows.column(VECTOR_COLUMN).combine_chunks()
+def vector_matrix(rows: pa.Table, column_name: str = VECTOR_COLUMN) -> np.ndarray:
+    """A vector column of `rows` as one float32 matrix, a row per row (a null row: zeros)."""
+    column = rows.column(column_name).combine_chunks()
+    size = column.type.list_size
+    if column.null_count:
+        column = column.fill_null(pa.scalar([0.0] * size, column.type))
     flat = column.flatten().to_numpy(zero_copy_only=False)
-    return np.ascontiguousarray(flat.reshape(len(rows), column.type.list_size), np.float32)
+    return np.ascontiguousarray(flat.reshape(len(rows), size), np.float32)
 
 
 def delete_chunks(table: Table, doc_ids: list[str]) -> int:
@@ -106,20 +125,26 @@ def async_table(table: Table) -> AsyncTable:
 
 
 def nearest(
-    table: Table, vector: np.ndarray, columns: list[str], where: str | None, limit: int
+    table: Table,
+    vector: np.ndarray,
+    columns: list[str],
+    where: str | None,
+    limit: int,
+    column: str = VECTOR_COLUMN,
 ) -> list[dict[str, Any]]:
-    """Up to `limit` rows nearest to `vector` by cosine distance (`_distance`).
+    """Up to `limit` rows nearest to `vector` by cosine distance (`_distance`) of the vectors
+    of `column` (the main ones, or the routed ones, of which empty rows are none).
 
     Exact below the ANN threshold, the tuned IVF index above it. A selective prefilter
     can leave the probed index lists short of `limit` rows; then the same query runs as
     an exact scan of the filtered rows instead.
     """
-    query: Any = table.search(vector, vector_column_name=VECTOR_COLUMN)
+    query: Any = table.search(vector, vector_column_name=column)
     query = tune(query.distance_type("cosine").select([*columns, "_distance"]).limit(limit))
     if where is not None:
         query = query.where(where, prefilter=True)
     rows = query.to_list()
-    if where is not None and len(rows) < limit and VECTOR_COLUMN in indexed_columns(table):
+    if where is not None and len(rows) < limit and column in indexed_columns(table):
         rows = query.bypass_vector_index().to_list()
     return rows
 
@@ -140,16 +165,22 @@ def matching(
 
 
 async def nearest_rows(
-    table: AsyncTable, vector: np.ndarray, columns: list[str], where: str | None, limit: int
+    table: AsyncTable,
+    vector: np.ndarray,
+    columns: list[str],
+    where: str | None,
+    limit: int,
+    column: str = VECTOR_COLUMN,
 ) -> list[dict[str, Any]]:
-    """`nearest` on the async handle: the same query, the same rows."""
-    query = _nearest_query(table, vector, columns, where, limit)
+    """`nearest` on the async handle: the same query, the same rows; by the vectors of
+    `column` (the routed column's empty rows are none of the nearest)."""
+    query = _nearest_query(table, vector, columns, where, limit, column)
     rows = await query.to_list()
     if where is not None and len(rows) < limit:
         indexes = await table.list_indices()  # only a short filtered list pays this
-        if any(VECTOR_COLUMN in index.columns for index in indexes):
+        if any(column in index.columns for index in indexes):
             rows = (
-                await _nearest_query(table, vector, columns, where, limit)
+                await _nearest_query(table, vector, columns, where, limit, column)
                 .bypass_vector_index()
                 .to_list()
             )
@@ -201,9 +232,14 @@ async def every_row(table: AsyncTable, columns: list[str]) -> tuple[int, pa.Tabl
 
 
 def _nearest_query(
-    table: AsyncTable, vector: np.ndarray, columns: list[str], where: str | None, limit: int
+    table: AsyncTable,
+    vector: np.ndarray,
+    columns: list[str],
+    where: str | None,
+    limit: int,
+    column: str = VECTOR_COLUMN,
 ) -> AsyncVectorQuery:
-    query = table.query().nearest_to(vector).column(VECTOR_COLUMN).distance_type("cosine")
+    query = table.query().nearest_to(vector).column(column).distance_type("cosine")
     query = tune(query).select([*columns, "_distance"]).limit(limit)
     return query if where is None else query.where(where)  # a prefilter, as in `nearest`
 

@@ -37,6 +37,7 @@ from tasks.dataset.schema import (
     FILLED_LATER_COLUMNS,
     METADATA_UNREAD,
     SCHEMA_VERSION,
+    VECTOR_COLUMN,
     Fingerprint,
     chunks_schema,
     now,
@@ -334,10 +335,16 @@ class Dataset:
     # -- search primitives (see `chunk_store`) ----------------------------------------------
 
     def nearest(
-        self, vector: np.ndarray, columns: list[str], where: str | None, limit: int
+        self,
+        vector: np.ndarray,
+        columns: list[str],
+        where: str | None,
+        limit: int,
+        column: str = VECTOR_COLUMN,
     ) -> list[dict[str, Any]]:
-        """Up to `limit` rows nearest to `vector` by cosine distance (`_distance`)."""
-        return chunk_store.nearest(self.chunks, vector, columns, where, limit)
+        """Up to `limit` rows nearest to `vector` by cosine distance (`_distance`) of the
+        vectors of `column`."""
+        return chunk_store.nearest(self.chunks, vector, columns, where, limit, column)
 
     def matching(
         self, query: str | chunk_store.Terms, columns: list[str], where: str | None, limit: int

@@ -61,6 +61,9 @@ CHUNK_COLUMNS = (
 SEARCH_TEXT_COLUMN = "search_text"
 LANGUAGE_COLUMN = "language"
 VECTOR_COLUMN = "vector"
+# The second vector of the chunks a model routes to a second model (ModelInfo.routed_dimension:
+# Chinese, Japanese and Korean chunks by e5), null for the others; only in such datasets.
+ROUTED_VECTOR_COLUMN = "cjk_vector"
 
 # The documents ledger, one row per file seen.
 DOCUMENT_COLUMNS = (
@@ -121,18 +124,35 @@ class Fingerprint:
     splitter: str  # the splitter settings, as JSON
     analyser: str = analysis.NAME  # what made search_text
     schema_version: int = SCHEMA_VERSION
+    # the width of the routed column (ModelInfo.routed_dimension); 0: the table has none
+    routed_dimension: int = 0
 
     @classmethod
     def of(cls, model: ModelInfo, splitter: SplitSettings) -> Fingerprint:
-        return cls(model.model_id, model.dimension, model.max_tokens, splitter.recorded())
+        return cls(
+            model.model_id,
+            model.dimension,
+            model.max_tokens,
+            splitter.recorded(),
+            routed_dimension=model.routed_dimension,
+        )
 
     @property
     def id(self) -> str:
         """Short stable id, stored on every ledger row."""
         return sha256_hex(self.to_json())[:16]
 
+    @property
+    def width(self) -> int:
+        """The width of the vectors its model makes: both parts where it has a routed one."""
+        return self.dimension + self.routed_dimension
+
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        """The recorded form; without a routed column, as before there was one (the same id)."""
+        values = dataclasses.asdict(self)
+        if not self.routed_dimension:
+            del values["routed_dimension"]
+        return json.dumps(values, sort_keys=True)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Fingerprint:
@@ -152,8 +172,13 @@ class Fingerprint:
 
 
 def chunks_schema(fp: Fingerprint) -> pa.Schema:
+    routed = (
+        [pa.field(ROUTED_VECTOR_COLUMN, pa.list_(pa.float32(), fp.routed_dimension))]
+        if fp.routed_dimension
+        else []
+    )
     return pa.schema(
-        [*CHUNK_COLUMNS, pa.field(VECTOR_COLUMN, pa.list_(pa.float32(), fp.dimension))],
+        [*CHUNK_COLUMNS, pa.field(VECTOR_COLUMN, pa.list_(pa.float32(), fp.dimension)), *routed],
         metadata={FINGERPRINT_KEY: fp.to_json().encode()},
     )
 
@@ -192,9 +217,20 @@ def chunk_rows(
         }
         for name, value in row.items():
             columns[name].append(value)
-    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
-    vector_column = pa.FixedSizeListArray.from_arrays(flat, fp.dimension)
-    return pa.table({**columns, VECTOR_COLUMN: vector_column}, schema=chunks_schema(fp))
+    matrix = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(chunks), fp.width)
+    vector_columns = {VECTOR_COLUMN: _vector_column(matrix[:, : fp.dimension])}
+    if fp.routed_dimension:  # empty where the model gave the chunk no routed vector
+        routed = np.ascontiguousarray(matrix[:, fp.dimension :])
+        empty = np.asarray(~routed.any(axis=1), bool)
+        vector_columns[ROUTED_VECTOR_COLUMN] = _vector_column(routed, empty)
+    return pa.table({**columns, **vector_columns}, schema=chunks_schema(fp))
+
+
+def _vector_column(matrix: np.ndarray, empty: np.ndarray | None = None) -> pa.Array:
+    """A float32 matrix as a fixed-size list column, rows in `empty` null."""
+    flat = pa.array(np.ascontiguousarray(matrix, dtype=np.float32).reshape(-1))
+    mask = None if empty is None else pa.array(empty)
+    return pa.FixedSizeListArray.from_arrays(flat, matrix.shape[1], mask=mask)
 
 
 def document_rows(

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lancedb.table import Table
 
+from tasks.core.scripts import LANGUAGE_OF_GROUP, language_group
 from tasks.dataset.schema import LANGUAGE_COLUMN, SEARCH_TEXT_COLUMN, TERMS_SCHEMA, TERMS_TABLE
 from tasks.dataset.sql import sql_in
 
@@ -40,17 +41,29 @@ def primary_language(tag: str | None) -> str | None:
     return tag.split("-")[0].lower() if tag else None
 
 
+def chunk_language(stated: str | None, text: str | None) -> str | None:
+    """A chunk's primary language: its document's, else what its script shows (a short
+    note's language is often not detected)."""
+    return primary_language(stated) or LANGUAGE_OF_GROUP.get(language_group(text or ""))
+
+
 def count(chunks: Table) -> tuple[pa.Table, dict[str, int], int]:
     """(term → the number of chunks holding it, as a table of TERMS_SCHEMA; primary language
-    → its chunks; the chunks read), the chunks read in batches."""
+    → its chunks, `chunk_language`; the chunks read), the chunks read in batches."""
     terms: Counter[str] = Counter()
     languages: Counter[str | None] = Counter()
     total = 0
-    columns = [c for c in (SEARCH_TEXT_COLUMN, LANGUAGE_COLUMN) if c in chunks.schema.names]
+    names = chunks.schema.names
+    columns = [c for c in (SEARCH_TEXT_COLUMN, LANGUAGE_COLUMN, "text") if c in names]
     for batch in chunks.search().select(columns).limit(None).to_batches(SCAN_ROWS):
         total += batch.num_rows
-        if LANGUAGE_COLUMN in columns:
-            languages.update(map(primary_language, batch.column(LANGUAGE_COLUMN).to_pylist()))
+        stated = (
+            batch.column(LANGUAGE_COLUMN).to_pylist()
+            if LANGUAGE_COLUMN in columns
+            else [None] * batch.num_rows
+        )
+        texts = batch.column("text").to_pylist()
+        languages.update(map(chunk_language, stated, texts))
         if SEARCH_TEXT_COLUMN in columns:
             terms.update(_chunk_terms(batch.column(SEARCH_TEXT_COLUMN)))
     table = pa.table({"term": list(terms), "chunks": list(terms.values())}, schema=TERMS_SCHEMA)

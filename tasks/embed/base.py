@@ -38,6 +38,10 @@ class ModelInfo:
     # Whether a chunk is embedded with its heading path in front of its text (not recorded:
     # it follows from the model id, "headings:<id>"; tasks/embed/headings_backend.py).
     headings: bool = False
+    # The width of a second vector that the model gives the chunks of some scripts, after the
+    # first (`dimension`), zeros for the other chunks; 0: none (tasks/embed/cjk_backend.py).
+    # The dataset keeps it in a column of its own.
+    routed_dimension: int = 0
 
 
 class Embedder(Protocol):
@@ -59,6 +63,33 @@ class CrossScriptRescorer(Protocol):
     rescore_depth: int
 
     def cross_script_bonus(self, question: str, texts: list[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class RoutedQuestions(Protocol):
+    """A question encoder whose model embeds the chunks of some scripts a second time, by a
+    second model (ModelInfo.routed_dimension; tasks/embed/cjk_backend.py): where the dataset
+    holds documents in `routed_languages`, the searcher ranks those chunks by the second
+    model's vector of the question (`encode_routed`; a chunk's cosine's standard score among
+    the question's routed candidates put on the first model's scale by `routed_score`), the
+    others by the first model's (`encode`)."""
+
+    routed_languages: frozenset[str]
+
+    def warm_up_routed(self) -> None: ...
+
+    def encode_routed(self, texts: list[str]) -> np.ndarray: ...
+
+    def routes(self, model_input: str) -> bool: ...
+
+    def routed_score(self, standard_score: float) -> float: ...
+
+
+def model_input(text: str, section: str, headings: bool) -> str:
+    """What a model embeds of a chunk: its text; for a model that reads headings
+    (ModelInfo.headings), its heading path, a blank line, then its text (a chunk under no
+    heading: its text)."""
+    return f"{section}\n\n{text}" if headings and section else text
 
 
 def token_length_groups(token_counts: list[int], size: int = ENCODE_BATCH_SIZE) -> list[list[int]]:

@@ -17,13 +17,13 @@ from dataclasses import replace
 import numpy as np
 
 from tasks.core.records import Chunk, sha256_hex
+from tasks.embed.base import model_input as embedded_input
 from tasks.ingest.pipeline import Vectors
 
 
 def model_input(chunk: Chunk, headings: bool) -> str:
-    """What the model embeds of `chunk`: its text; with `headings`, its heading path, a blank
-    line, then its text (a chunk under no heading: its text)."""
-    return f"{chunk.section}\n\n{chunk.text}" if headings and chunk.section else chunk.text
+    """What the model embeds of `chunk` (tasks/embed/base.py, `model_input`)."""
+    return embedded_input(chunk.text, chunk.section, headings)
 
 
 def keyed_by_input(chunks: tuple[Chunk, ...], headings: bool) -> tuple[Chunk, ...]:

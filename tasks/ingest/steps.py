@@ -67,7 +67,11 @@ def split_batch(
     info = model_info(model)
     window = info.max_tokens
     if settings.splitter == "semantic":
-        embed = get_embedder(model).encode
+        encode = get_embedder(model).encode
+
+        def embed(texts: list[str]) -> np.ndarray:  # the first vector alone: one model's
+            return encode(texts)[:, : info.dimension]
+
         results = split_documents_semantic(documents, settings, token_counter(model), window, embed)
     else:
         results = split_documents(documents, settings, token_counter(model), window)
@@ -247,7 +251,7 @@ class TaskStages:
 
     def embed(self, batch: Batch, chunks: list[Chunk]) -> Future[Vectors]:
         """Look up stored vectors here, submit only the new texts to the model."""
-        dimension = self.dataset.fingerprint.dimension
+        dimension = self.dataset.fingerprint.width  # the model's vectors, both parts
         stored = self.dataset.stored_vectors([chunk.text_hash for chunk in chunks])
         todo = texts_to_embed(chunks, stored, model_info(self.model).headings)
         if not todo:

@@ -106,29 +106,30 @@ def elements_to_blocks(elements: list[Any]) -> list[Block]:
     return blocks
 
 
-# A run of at least this many elements that are each one link (a table of contents, a list of
-# pages) is navigation, with the short label before it ("Table of Contents", "目录", "目次").
-NAVIGATION_LINKS = 3
-NAVIGATION_LABEL_CHARS = 24
+# A run of at least this many elements, each one link or a short text, at least half and at
+# least two of them links, is navigation: a table of contents with its label ("Table of
+# Contents", "目录"), a previous/home/next bar ("上一页 | Debian 管理员手册 | 下一页").
+NAVIGATION_RUN = 3
+NAVIGATION_LABEL_CHARS = 24  # a short text beside links: a label, a page's name in a bar
 
 
 def navigation(elements: list[Any]) -> set[int]:
     """The positions of the elements that are navigation rather than text: runs of
-    NAVIGATION_LINKS or more elements whose whole text is link text, and the short untitled
-    element just before such a run (its label). None where that would leave no text: a page
-    that is only a list of links is its own content."""
+    NAVIGATION_RUN or more elements that are each one link (their whole text is link text)
+    or a short untitled text, at least half of them and at least two links. None where
+    that would leave no text: a page that is only a list of links is its own content."""
     found: set[int] = set()
     run: list[int] = []
+    links = 0
     for at, element in enumerate([*elements, None]):
-        if element is not None and _is_link(element):
+        link = element is not None and _is_link(element)
+        if element is not None and (link or _is_label(element)):
             run.append(at)
+            links += link
             continue
-        if len(run) >= NAVIGATION_LINKS:
+        if len(run) >= NAVIGATION_RUN and links >= 2 and 2 * links >= len(run):
             found.update(run)
-            label = run[0] - 1
-            if label >= 0 and _is_label(elements[label]):
-                found.add(label)
-        run = []
+        run, links = [], 0
     text = [at for at, element in enumerate(elements) if (element.text or "").strip()]
     return found if any(at not in found for at in text) else set()
 

@@ -21,6 +21,7 @@ from tasks.search.ranking import (
     Reading,
     Started,
     first_limit,
+    routed_depth,
     search_one,
     start_text_list,
     start_translated_list,
@@ -48,19 +49,24 @@ class ListsAhead:
         self.questions = [reading.question(text, mode) for text in texts]  # each analysed once
         limit = first_limit(params)
         self.text_depth = max(limit, reading.fusion.depth)  # hybrid mode's list depth
-        self.vector_depth = vector_depth(
-            reading.embedder, self.text_depth if mode == "hybrid" else limit
-        )
+        list_depth = self.text_depth if mode == "hybrid" else limit
+        self.vector_depth = vector_depth(reading.embedder, list_depth)
+        self.routed_depth = routed_depth(list_depth)
         self.started: dict[int, Started] = {}  # text index → its lists for the first limit
         self.vectors: dict[int, np.ndarray] = {}  # text index → its vector, until ranked
+        self.routed: dict[int, np.ndarray] = {}  # text index → its routed vector, until ranked
 
     def vector_of(self, i: int) -> np.ndarray:
-        """Question i's vector, embedding the slice that holds it where it has none yet."""
+        """Question i's vector, embedding the slice that holds it where it has none yet (and
+        its routed vectors, where the reading has a router)."""
         if i not in self.vectors:
             first = i - i % EMBED_SLICE
             part = self.texts[first : first + EMBED_SLICE]
             made = self.reading.embedder.encode(part)
             self.vectors.update(zip(range(first, first + len(part)), made, strict=True))
+            if self.reading.router is not None:
+                routed = self.reading.router.encode_routed(part)
+                self.routed.update(zip(range(first, first + len(part)), routed, strict=True))
         return self.vectors[i]
 
     def start(self, first: int, end: int) -> None:
@@ -79,10 +85,16 @@ class ListsAhead:
             lists_of = self.reading.source.start_vector_lists(vectors, self.vector_depth)
             for i, hits in zip(ahead, lists_of, strict=True):
                 self.started[i].vector = hits
+            if self.reading.router is not None:
+                routed = [self.routed[i] for i in ahead]
+                lists_of = self.reading.source.start_routed_lists(routed, self.routed_depth)
+                for i, hits in zip(ahead, lists_of, strict=True):
+                    self.started[i].routed = hits
 
-    def take(self, i: int) -> tuple[np.ndarray | None, Started]:
-        """Question i's vector (None in fts mode) and its started lists, handed over."""
-        return self.vectors.pop(i, None), self.started.pop(i)
+    def take(self, i: int) -> tuple[np.ndarray | None, np.ndarray | None, Started]:
+        """Question i's vector and routed vector (None in fts mode, and where the reading
+        has no router) and its started lists, handed over."""
+        return self.vectors.pop(i, None), self.routed.pop(i, None), self.started.pop(i)
 
     def cancel(self) -> None:
         """Cancel the lists not handed over (after a failure: none runs for nothing)."""
@@ -107,8 +119,8 @@ def search_batch(
         for i, question in enumerate(ahead.questions):
             if i % LISTS_AHEAD == 0:  # the next block, while this one is ranked
                 ahead.start(i + LISTS_AHEAD, i + 2 * LISTS_AHEAD)
-            vector, lists = ahead.take(i)
-            query = Query(question, vector, mode)
+            vector, routed, lists = ahead.take(i)
+            query = Query(question, vector, mode, routed)
             results.append(search_one(reading, query, params, scorer, lists))
         return results
     finally:

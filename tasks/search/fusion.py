@@ -25,6 +25,13 @@ another language for; it weighs γ (0.35 beside the multilingual model's α and 
 the English-only model, whose datasets are not translated into). A question without
 translations is ranked exactly as before the third list.
 
+A model that routes its Chinese, Japanese and Korean chunks to e5 (ROUTED_FUSION, the
+default's) weighs the vectors of a CJK question like any other's (α 0.6: e5 reads those
+chunks far better than the multilingual part did), and those of a question in a language the
+dataset holds no documents in, that no dictionary translates (an English question on Korean
+pages), at 1: its own words meet only the identifiers the pages share with it, which cost
+the Korean set more than they found (benchmarks/RESULTS.md, "Issue 45").
+
 The weights, the coverage gate and the candidate depth were tuned on the dev sets only
 (`python -m benchmarks.quality --tune`; benchmarks/RESULTS.md, "Search quality").
 """
@@ -53,8 +60,15 @@ class Fusion:
     # γ: the weight of the translated list (the question's words in the dataset's other
     # languages), beside α and β; 0: not fused.
     translated_weight: float = 0.0
+    # α for a question in a language the dataset holds no documents in (Question.across)
+    # that no dictionary translates into theirs (an English question on Korean pages): its
+    # own words meet only the identifiers the pages share with it. None: as for any other.
+    across_vector_weight: float | None = None
 
     def weight_for(self, question: Question) -> float:
+        untranslated = question.across and not question.translations
+        if untranslated and self.across_vector_weight is not None:
+            return self.across_vector_weight
         return self.cjk_vector_weight if question.cjk else self.vector_weight
 
     def text_weight(self, question: Question, coverage: float) -> float:
@@ -118,11 +132,18 @@ MULTILINGUAL_FUSION = Fusion(
     min_coverage=0.1,
     translated_weight=0.35,
 )
+# A model whose Chinese, Japanese and Korean chunks e5 ranks (tasks/embed/cjk_backend.py):
+# its vectors carry more of a CJK question (α 0.6 for them too), and a question no dictionary
+# translates into the documents' language is ranked by them alone (α 1).
+ROUTED_FUSION = replace(MULTILINGUAL_FUSION, cjk_vector_weight=0.6, across_vector_weight=1.0)
 COVERAGE_HITS = 10  # the full-text hits whose terms `term_coverage` reads
 
 
-def fusion_for(multilingual: bool) -> Fusion:
-    """How hybrid mode weighs its lists for a dataset whose model is (or is not) multilingual."""
+def fusion_for(multilingual: bool, routed: bool = False) -> Fusion:
+    """How hybrid mode weighs its lists for a dataset whose model is (or is not) multilingual
+    and routes (or not) its CJK chunks to a second model."""
+    if routed:
+        return ROUTED_FUSION
     return MULTILINGUAL_FUSION if multilingual else ENGLISH_FUSION
 
 

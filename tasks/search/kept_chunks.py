@@ -29,7 +29,7 @@ import pyarrow as pa
 from lancedb.table import AsyncTable
 
 from tasks.dataset.chunk_store import every_row, vector_matrix
-from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
+from tasks.dataset.schema import ROUTED_VECTOR_COLUMN, SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.search.hits import Hit
 
 # The most memory a searcher spends on the vectors (the hits' columns and the analysed text
@@ -55,6 +55,10 @@ class KeptChunks:
     search_text: pa.ChunkedArray | None = None  # the analysed text, where the table has it
     row_ids: np.ndarray | None = None  # the rows' ids, sorted
     order: np.ndarray | None = None  # row_ids[k] is the id of `columns` row order[k]
+    # the routed vectors (tasks/embed/cjk_backend.py), where the table has them: the rows
+    # that have one, and those vectors in that order
+    routed_rows: np.ndarray | None = None
+    routed_vectors: np.ndarray | None = None
     # row → its hit's fields, for the rows hits were made of (up to FIELDS_KEPT)
     _fields: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -68,13 +72,22 @@ class KeptChunks:
         later), unless the vectors are too large: then none, marked with `version`."""
         rows = await table.count_rows()
         schema = await table.schema()
-        dimension = schema.field(VECTOR_COLUMN).type.list_size
-        if rows * dimension * 4 > KEPT_VECTORS_MAX_BYTES:
+        vectors = [
+            VECTOR_COLUMN,
+            *([ROUTED_VECTOR_COLUMN] if ROUTED_VECTOR_COLUMN in schema.names else []),
+        ]
+        width = sum(schema.field(name).type.list_size for name in vectors)
+        if rows * width * 4 > KEPT_VECTORS_MAX_BYTES:
             return cls(version, pa.table({}), None)
         analysed = [SEARCH_TEXT_COLUMN] if SEARCH_TEXT_COLUMN in schema.names else []
-        read_version, data = await every_row(table, [*columns, *analysed, VECTOR_COLUMN])
+        read_version, data = await every_row(table, [*columns, *analysed, *vectors])
         ids = data.column("_rowid").to_numpy()
         order = np.argsort(ids, kind="stable")
+        routed_rows, routed_vectors = None, None
+        if ROUTED_VECTOR_COLUMN in vectors:
+            present = data.column(ROUTED_VECTOR_COLUMN).is_valid().to_numpy(zero_copy_only=False)
+            routed_rows = np.flatnonzero(present)
+            routed_vectors = vector_matrix(data, ROUTED_VECTOR_COLUMN)[routed_rows]
         return cls(
             read_version,
             data.select(columns).combine_chunks(),
@@ -82,6 +95,8 @@ class KeptChunks:
             data.column(SEARCH_TEXT_COLUMN) if analysed else None,
             ids[order],
             order,
+            routed_rows,
+            routed_vectors,
         )
 
     def nearest(self, vector: np.ndarray, limit: int) -> list[Hit]:
@@ -101,6 +116,17 @@ class KeptChunks:
                 top = np.arange(len(scores))
             top = top[np.argsort(-scores[top], kind="stable")]
             found.append(self.hits(top, scores[top]))
+        return found
+
+    def routed_nearest_each(self, vectors: np.ndarray, limit: int) -> list[list[Hit]]:
+        """`nearest_each` over the routed vectors (the rows that have one), by cosine."""
+        if self.routed_rows is None or self.routed_vectors is None or not len(self.routed_rows):
+            return [[] for _ in range(len(vectors))]
+        products = self.routed_vectors @ vectors.astype(np.float32, copy=False).T
+        found = []
+        for scores in products.T:
+            top = np.argsort(-scores, kind="stable")[:limit]
+            found.append(self.hits(self.routed_rows[top], scores[top]))
         return found
 
     def positions(self, row_ids: np.ndarray) -> np.ndarray | None:

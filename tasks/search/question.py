@@ -21,19 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import regex
 
-from tasks.core.scripts import Group, language_group
+from tasks.core.scripts import LANGUAGE_OF_GROUP, Group, language_group
 from tasks.dataset.vocabulary import Vocabulary
 from tasks.text import analysis
 from tasks.text.lexicon import Lexicon, lexicon
 
-# The language a question's words are looked up as, by the language group of its script.
-LANGUAGE_OF_GROUP: Mapping[str, str] = MappingProxyType(
-    {"latin": "en", "chinese": "zh", "japanese": "ja", "korean": "ko"}
-)
 ENGLISH = "en"
 TRANSLATIONS = 3  # the translations kept per word: the strongest the dataset holds
 CANDIDATES = 30  # the lexicon's strongest translations of a word checked against the dataset
@@ -52,6 +47,9 @@ class Question:
     terms: tuple[str, ...]  # its full-text terms, each once
     # its words in the dataset's other languages: index term → weight (empty: none)
     translations: Mapping[str, float] = field(default_factory=dict)
+    # the dataset holds no documents in its language (known only with a vocabulary): its own
+    # words can meet only the identifiers and loan words the documents share with it
+    across: bool = False
 
     @property
     def weighted_terms(self) -> dict[str, float]:
@@ -69,7 +67,13 @@ def ask(text: str, vocabulary: Vocabulary | None = None) -> Question:
     if vocabulary is not None and language is not None:
         for held in sorted(vocabulary.languages - {language}):
             _add(translations, translate(terms, language, held, vocabulary))
-    return Question(text, group, analysis.mostly_cjk(text), language, terms, translations)
+    across = (
+        vocabulary is not None
+        and bool(vocabulary.languages)
+        and (language not in vocabulary.languages)
+    )
+    cjk = analysis.mostly_cjk(text)
+    return Question(text, group, cjk, language, terms, translations, across)
 
 
 def translate(

@@ -11,13 +11,14 @@ and its words translated into the dataset's other languages (only where it has a
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
 
 from tasks.dataset.vocabulary import Vocabulary
-from tasks.embed.base import CrossScriptRescorer, Embedder
+from tasks.embed.base import CrossScriptRescorer, Embedder, RoutedQuestions, model_input
 from tasks.search import query_loop
 from tasks.search.fusion import Fusion, best_per_doc, term_coverage
 from tasks.search.hits import Hit
@@ -37,6 +38,10 @@ class Reading:
     embedder: Embedder  # the dataset's question encoder
     fusion: Fusion  # how hybrid mode weighs the lists for the dataset's model
     vocabulary: Vocabulary | None = None  # what questions are translated with; None: not
+    # Where the dataset's model routes some chunks to a second model and the dataset holds
+    # them: the question encoder, which scores those chunks (`by_vector`); else None.
+    router: RoutedQuestions | None = None
+    headings: bool = False  # the model read each chunk's heading path before its text
 
     def question(self, text: str, mode: Mode) -> Question:
         """`text` analysed once, translated for hybrid mode where the dataset has a
@@ -52,6 +57,7 @@ class Query:
     question: Question
     vector: np.ndarray | None
     mode: Mode
+    routed_vector: np.ndarray | None = None  # its routed model's vector (Reading.router)
 
 
 @dataclass
@@ -61,9 +67,10 @@ class Started:
     text: Future[TextList] | None = None
     vector: Future[list[Hit]] | None = None
     translated: Future[TextList] | None = None
+    routed: Future[list[Hit]] | None = None
 
     def cancel(self) -> None:
-        for work in (self.text, self.vector, self.translated):
+        for work in (self.text, self.vector, self.translated, self.routed):
             if work is not None:
                 work.cancel()
 
@@ -71,6 +78,12 @@ class Started:
 def start_vector_list(reading: Reading, vector: np.ndarray, limit: int) -> Future[list[Hit]]:
     """The `limit` chunks nearest to `vector`, by cosine similarity alone (no re-scoring)."""
     return reading.source.start_vector_lists([vector], limit)[0]
+
+
+def start_routed_list(reading: Reading, vector: np.ndarray, limit: int) -> Future[list[Hit]]:
+    """The `limit` chunks whose routed vectors are nearest to `vector` (the question's routed
+    model's), by cosine similarity alone."""
+    return reading.source.start_routed_lists([vector], limit)[0]
 
 
 def start_text_list(
@@ -130,12 +143,12 @@ def ranked(
         return above(found, min_score)
     assert vector is not None
     if mode == "vector":
-        return by_vector(reading, question, vector, limit, min_score, lists.vector)[:limit]
+        return by_vector(reading, query, limit, min_score, lists)[:limit]
     depth = max(limit, reading.fusion.depth)
     floor = min_score is not None
     text_list = lists.text or start_text_list(reading, question, depth, floor)
     translated_list = lists.translated or start_translated_list(reading, question, depth, floor)
-    vectors = by_vector(reading, question, vector, depth, min_score, lists.vector)
+    vectors = by_vector(reading, query, depth, min_score, lists)
     by_text = text_list.result()
     translated = translated_list.result() if translated_list is not None else None
     if min_score is not None:
@@ -150,28 +163,69 @@ def ranked(
 
 def by_vector(
     reading: Reading,
-    question: Question,
-    vector: np.ndarray,
+    query: Query,
     limit: int,
     min_score: float | None,
-    started: Future[list[Hit]] | None,
+    lists: Started,
 ) -> list[Hit]:
-    """At least `limit` vector hits at or above `min_score` (a floor on the cosine), the first
-    ones re-scored across scripts where the model does that, best first; `started`: the list
-    of `vector_depth` hits, where it was started already."""
-    rescorer = reading.embedder
-    if started is None:
-        started = start_vector_list(reading, vector, vector_depth(rescorer, limit))
-    hits = above(started.result(), min_score)
-    if not isinstance(rescorer, CrossScriptRescorer):
+    """At least `limit` vector hits at or above `min_score` (a floor on the cosine), best
+    first, from the lists in `lists` where they were started already: the first ones
+    re-scored across scripts where the model does that; where the reading has a router, the
+    chunks it routes ranked by their routed vectors instead (`routed`)."""
+    question, vector = query.question, query.vector
+    assert vector is not None
+    embedder, router = reading.embedder, reading.router
+    started = lists.vector or start_vector_list(reading, vector, vector_depth(embedder, limit))
+    hits = started.result()
+    if router is not None:
+        hits = [hit for hit in hits if not router.routes(_input_of(hit, reading.headings))]
+    hits = above(hits, min_score)
+    if isinstance(embedder, CrossScriptRescorer):
+        head = hits[: embedder.rescore_depth]
+        bonus = embedder.cross_script_bonus(question.text, [hit.text for hit in head])
+        head = [
+            hit.rescored(hit.score + float(extra)) if extra else hit
+            for hit, extra in zip(head, bonus, strict=True)
+        ]
+        hits = sorted(head + hits[len(head) :], key=lambda hit: -hit.score)
+    if router is None:
         return hits
-    head = hits[: rescorer.rescore_depth]
-    bonus = rescorer.cross_script_bonus(question.text, [hit.text for hit in head])
-    head = [
-        hit.rescored(hit.score + float(extra)) if extra else hit
-        for hit, extra in zip(head, bonus, strict=True)
-    ]
-    return sorted(head + hits[len(head) :], key=lambda hit: -hit.score)
+    others = above(routed(reading, query, limit, lists), min_score)
+    return sorted(hits + others, key=lambda hit: -hit.score)
+
+
+def routed(reading: Reading, query: Query, limit: int, lists: Started) -> list[Hit]:
+    """The chunks the reading's router routes, nearest to the question's routed vector (at
+    least ROUTED_DEPTH of them), each scored by its cosine's standard score among them, put
+    on the first model's scale (RoutedQuestions.routed_score): the routed model's cosines
+    shift with the question's language and the passages' length, their order does not."""
+    router = reading.router
+    assert router is not None and query.routed_vector is not None
+    depth = routed_depth(limit)
+    started = lists.routed or start_routed_list(reading, query.routed_vector, depth)
+    found = started.result()
+    cosines = [hit.score for hit in found]
+    mean = math.fsum(cosines) / len(cosines) if cosines else 0.0
+    spread = (
+        math.sqrt(math.fsum((c - mean) ** 2 for c in cosines) / len(cosines)) if cosines else 0.0
+    )
+    return [
+        hit.rescored(router.routed_score((c - mean) / spread if spread else 0.0))
+        for hit, c in zip(found, cosines, strict=True)
+    ][:limit]
+
+
+# The routed candidates whose cosines a routed chunk's standard score is taken among, however
+# few hits are asked for: the same score for a chunk in every mode and for every k up to it.
+ROUTED_DEPTH = 50
+
+
+def routed_depth(limit: int) -> int:
+    return max(limit, ROUTED_DEPTH)
+
+
+def _input_of(hit: Hit, headings: bool) -> str:
+    return model_input(hit.text, hit.section, headings)
 
 
 def vector_depth(embedder: Embedder, limit: int) -> int:

@@ -50,7 +50,7 @@ from tasks.dataset.dataset import Dataset
 from tasks.dataset.location import DatasetError
 from tasks.dataset.schema import SEARCH_TEXT_COLUMN, Fingerprint
 from tasks.dataset.vocabulary import Vocabulary
-from tasks.embed.base import Embedder
+from tasks.embed.base import Embedder, RoutedQuestions
 from tasks.embed.models import model_info, model_spec_for, query_embedder
 from tasks.search import query_loop
 from tasks.search.batch import search_batch
@@ -62,7 +62,9 @@ from tasks.search.kept_chunks import KeptChunks
 from tasks.search.params import Mode, SearchParams
 from tasks.search.question import Question
 from tasks.search.ranking import (
+    Query,
     Reading,
+    Started,
     by_vector,
     start_text_list,
     start_translated_list,
@@ -206,9 +208,12 @@ class Searcher:
         question = reading.question(text, "hybrid")
         by_text = start_text_list(reading, question, depth, floor=False)
         translated = start_translated_list(reading, question, depth, floor=False)
+        router = reading.router
+        routed = router.encode_routed([text])[0] if router is not None else None
+        query = Query(question, vector, "hybrid", routed)
         return Lists(
             question,
-            by_vector(reading, question, vector, depth, None, None),
+            by_vector(reading, query, depth, None, Started()),
             by_text.result(),
             translated.result().hits if translated is not None else [],
         )
@@ -234,8 +239,19 @@ class Searcher:
         kept = self._kept_chunks() if where is None else None
         source = source_for(table, self.hit_columns(), where, kept)
         fusion = _fusion_of(fp.model)
-        vocabulary = self.vocabulary() if fusion.translated_weight else None
-        return Reading(source, self._embedder_for(fp), fusion, vocabulary)
+        vocabulary = self.vocabulary() if fusion.translated_weight or fp.routed_dimension else None
+        embedder = self._embedder_for(fp)
+        router = None
+        if isinstance(embedder, RoutedQuestions) and vocabulary is not None:
+            if fp.routed_dimension and vocabulary.languages & embedder.routed_languages:
+                router = embedder  # the dataset holds chunks the model routes
+                try:  # its second encoder loads beside the search's start
+                    router.warm_up_routed()
+                except RuntimeError as exc:
+                    raise DatasetError(f"{self.dataset.uri}: {exc}") from None
+        if not fusion.translated_weight:
+            vocabulary = None
+        return Reading(source, embedder, fusion, vocabulary, router, _reads_headings(fp.model))
 
     def vocabulary(self) -> Vocabulary | None:
         """The dataset's vocabulary (tasks/dataset/vocabulary.py), as of the chunks version
@@ -265,6 +281,13 @@ class _KeptVocabulary:
 
 
 @cache
+def _reads_headings(model_id: str) -> bool:
+    """Whether a model embeds a chunk's heading path before its text, read once per process."""
+    return model_info(model_spec_for(model_id)).headings
+
+
+@cache
 def _fusion_of(model_id: str) -> Fusion:
     """The fusion for a model id, read once per process from the model's configuration."""
-    return fusion_for(model_info(model_spec_for(model_id)).multilingual)
+    info = model_info(model_spec_for(model_id))
+    return fusion_for(info.multilingual, routed=bool(info.routed_dimension))

@@ -21,7 +21,7 @@ import numpy as np
 from lancedb.table import AsyncTable
 
 from tasks.dataset.chunk_store import Terms, matching_row_ids, matching_rows, nearest_rows
-from tasks.dataset.schema import SEARCH_TEXT_COLUMN, VECTOR_COLUMN
+from tasks.dataset.schema import ROUTED_VECTOR_COLUMN, SEARCH_TEXT_COLUMN, VECTOR_COLUMN
 from tasks.search import query_loop
 from tasks.search.hits import Hit
 from tasks.search.kept_chunks import KeptChunks
@@ -54,6 +54,11 @@ class ChunkSource(Protocol):
         """The `limit` chunks nearest to each vector, by cosine similarity, best first."""
         ...
 
+    def start_routed_lists(self, vectors: list[np.ndarray], limit: int) -> list[Future[list[Hit]]]:
+        """The `limit` chunks whose routed vectors are nearest to each vector (chunks without
+        one are none of them), by cosine similarity, best first."""
+        ...
+
     async def text_hits(self, terms: Terms, limit: int) -> list[Hit]:
         """Up to `limit` chunks by BM25 of the weighted `terms`, best first."""
         ...
@@ -74,10 +79,17 @@ class LanceSource:
     def start_vector_lists(self, vectors: list[np.ndarray], limit: int) -> list[Future[list[Hit]]]:
         return [query_loop.submit(self.vector_hits(vector, limit)) for vector in vectors]
 
-    async def vector_hits(self, vector: np.ndarray, limit: int) -> list[Hit]:
-        """Up to `limit` chunks nearest to `vector`, by cosine similarity."""
-        rows = await nearest_rows(self.table, vector, self.columns, self.where, limit)
+    async def vector_hits(
+        self, vector: np.ndarray, limit: int, column: str = VECTOR_COLUMN
+    ) -> list[Hit]:
+        """Up to `limit` chunks nearest to `vector` by the vectors of `column`, by cosine
+        similarity."""
+        rows = await nearest_rows(self.table, vector, self.columns, self.where, limit, column)
         return [Hit.from_row(row, 1.0 - row["_distance"]) for row in rows]
+
+    def start_routed_lists(self, vectors: list[np.ndarray], limit: int) -> list[Future[list[Hit]]]:
+        routed = ROUTED_VECTOR_COLUMN
+        return [query_loop.submit(self.vector_hits(v, limit, routed)) for v in vectors]
 
     async def text_hits(self, terms: Terms, limit: int) -> list[Hit]:
         rows = await matching_rows(self.table, terms, self.columns, self.where, limit)
@@ -107,6 +119,13 @@ class KeptSource:
     def start_vector_lists(self, vectors: list[np.ndarray], limit: int) -> list[Future[list[Hit]]]:
         done: list[Future[list[Hit]]] = []
         for hits in self.kept.nearest_each(np.stack(vectors), limit) if vectors else []:
+            done.append(Future())
+            done[-1].set_result(hits)
+        return done
+
+    def start_routed_lists(self, vectors: list[np.ndarray], limit: int) -> list[Future[list[Hit]]]:
+        done: list[Future[list[Hit]]] = []
+        for hits in self.kept.routed_nearest_each(np.stack(vectors), limit) if vectors else []:
             done.append(Future())
             done[-1].set_result(hits)
         return done
