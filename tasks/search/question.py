@@ -82,10 +82,10 @@ def translate(
     """A question's `terms` (in `language`) as weighted terms in `into`, through the lexicon
     between English and the other one (see the module doc); empty where there is none."""
     other = into if language == ENGLISH else language if into == ENGLISH else None
-    found = lexicon(other) if other is not None else None
-    if found is None:
+    words_of = lexicon(other) if other is not None else None
+    if words_of is None:
         return {}
-    lookups = {term: _candidates(found, term, language) for term in terms}
+    lookups = {term: _candidates(words_of, term, language) for term in terms}
     held = vocabulary.chunks_holding(
         [*terms, *(word for found in lookups.values() for words, _ in found for word in words)]
     )

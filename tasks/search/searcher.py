@@ -226,14 +226,15 @@ class Searcher:
         then the text around the chosen hits, all of them in one query (none when not asked)."""
         mode = self.resolve_mode(params.mode)
         scorer = cross_encoder(params.rerank) if params.rerank else None  # fails before embedding
-        reading = self._reading(search_filter(self.dataset, params))
+        reading = self._reading(search_filter(self.dataset, params), mode)
         results = search_batch(reading, texts, mode, params, scorer)
         return with_context(self.dataset.chunks, results, params.context, params.expand)
 
-    def _reading(self, where: str | None) -> Reading:
-        """What a search reads the dataset with, read once (the fingerprint of a dataset that
-        follows writers is read again on each access): LanceDB's rows with the filter
-        `where`, or the kept chunks where there is none."""
+    def _reading(self, where: str | None, mode: Mode = "hybrid") -> Reading:
+        """What a search in `mode` reads the dataset with, read once (the fingerprint of a
+        dataset that follows writers is read again on each access): LanceDB's rows with the
+        filter `where`, or the kept chunks where there is none; the router where the mode
+        embeds the question and the dataset holds the chunks it routes."""
         fp = self.dataset.fingerprint
         table = async_table(self.dataset.chunks)
         kept = self._kept_chunks() if where is None else None
@@ -242,7 +243,7 @@ class Searcher:
         vocabulary = self.vocabulary() if fusion.translated_weight or fp.routed_dimension else None
         embedder = self._embedder_for(fp)
         router = None
-        if isinstance(embedder, RoutedQuestions) and vocabulary is not None:
+        if isinstance(embedder, RoutedQuestions) and vocabulary is not None and mode != "fts":
             if fp.routed_dimension and vocabulary.languages & embedder.routed_languages:
                 router = embedder  # the dataset holds chunks the model routes
                 try:  # its second encoder loads beside the search's start
