@@ -308,29 +308,34 @@ def vector_lists(data: SetData, design: Design) -> list[list[Hit]]:
 
 
 def measure(data: SetData, by_vector: list[list[Hit]], fusion: Fusion) -> dict[str, dict]:
+    """Each mode's figures on one set: nDCG@10 and the first 1 and 3 for a page set,
+    section@3, page@3 and page@1 for a section set."""
+    lists = mode_lists(data, by_vector, fusion)
     if data.name in SECTION_SETS:
-        return measure_sections(data, by_vector, fusion)
-    runs: dict[str, dict[str, list[str]]] = {"vector": {}, "fts": {}, "hybrid": {}}
-    for found, vectors in zip(data.lists, by_vector, strict=True):
-        depth = fusion.depth
-        fused = fusion.fuse(
-            found.question,
-            vectors[:depth],
-            found.text[:depth],
-            2 * depth,
-            found.coverage,
-            found.translated[:depth],
+        return {
+            mode: judge_sections(data.name, data.qrels, [hits[:K] for hits in per_query])
+            for mode, per_query in lists.items()
+        }
+    return {
+        mode: summary(
+            {
+                found.qid: [hit.doc_id for hit in best_per_doc(hits)][:K]
+                for found, hits in zip(data.lists, per_query, strict=True)
+            },
+            data.qrels,
         )
-        for mode, hits in (("vector", vectors), ("fts", found.text), ("hybrid", fused)):
-            runs[mode][found.qid] = [hit.doc_id for hit in best_per_doc(hits)][:K]
-    return {mode: summary(run, data.qrels) for mode, run in runs.items()}
+        for mode, per_query in lists.items()
+    }
 
 
-def measure_sections(data: SetData, by_vector: list[list[Hit]], fusion: Fusion) -> dict[str, dict]:
-    """A section set's section@3, page@3 and page@1 per mode (of its first 10 chunks)."""
+def mode_lists(
+    data: SetData, by_vector: list[list[Hit]], fusion: Fusion
+) -> dict[str, list[list[Hit]]]:
+    """Each question's hits in each mode: the design's vector list, the full-text list, and
+    the two fused with the translated list as the searcher fuses them."""
     lists: dict[str, list[list[Hit]]] = {"vector": [], "fts": [], "hybrid": []}
+    depth = fusion.depth
     for found, vectors in zip(data.lists, by_vector, strict=True):
-        depth = fusion.depth
         fused = fusion.fuse(
             found.question,
             vectors[:depth],
@@ -340,8 +345,8 @@ def measure_sections(data: SetData, by_vector: list[list[Hit]], fusion: Fusion) 
             found.translated[:depth],
         )
         for mode, hits in (("vector", vectors), ("fts", found.text), ("hybrid", fused)):
-            lists[mode].append(hits[:K])
-    return {mode: judge_sections(data.name, data.qrels, hits) for mode, hits in lists.items()}
+            lists[mode].append(hits)
+    return lists
 
 
 def summary(run: dict[str, list[str]], qrels: dict) -> dict[str, float]:
