@@ -50,11 +50,12 @@ from tasks.embed.base import CrossScriptRescorer, Embedder, ModelInfo
 from tasks.embed.registry import (
     Backend,
     get_embedder,
+    inner_is_prepared,
     model_info,
     parse_spec,
     register,
-    spec_of_model_id,
     token_counter,
+    wrapped_model_of,
 )
 
 PREFIX = "cjk:"
@@ -190,23 +191,9 @@ def _questions(model: str) -> CjkQuestions:
     return CjkQuestions(_questions_of(model), CJK_MODEL, _info(model))
 
 
-def _model_of(model_id: str) -> str | None:
-    if not model_id.startswith(PREFIX):
-        return None
-    inner = spec_of_model_id(model_id.removeprefix(PREFIX))
-    return inner
-
-
 def _prepare(model: str) -> Path | None:
     made = [backend.prepare(part) for backend, part in map(parse_spec, (model, CJK_MODEL))]
     return next((path for path in reversed(made) if path is not None), None)
-
-
-def _is_prepared(model: str) -> bool:
-    """The model's own files: e5's are needed only by a dataset that holds CJK chunks (its
-    ingest prepares them; a search of such a dataset asks for them: `warm_up_routed`)."""
-    backend, part = parse_spec(model)
-    return backend.is_prepared(part)
 
 
 register(
@@ -218,10 +205,12 @@ register(
         default_model=None,
         info=_info,
         load=_load,
-        model_of=_model_of,
+        model_of=lambda model_id: wrapped_model_of(PREFIX, model_id),
         token_counter=token_counter,
         prepare=_prepare,
-        is_prepared=_is_prepared,
+        # The model's own files: e5's are needed only by a dataset holding CJK chunks (its
+        # ingest prepares them; a search of one asks for them: `warm_up_routed`).
+        is_prepared=inner_is_prepared,
         questions=_questions,
         parts=lambda model: (model, CJK_MODEL),
     )

@@ -21,11 +21,12 @@ from tasks.embed.base import Embedder, ModelInfo
 from tasks.embed.registry import (
     Backend,
     get_embedder,
+    inner_is_prepared,
     model_info,
     parse_spec,
     register,
-    spec_of_model_id,
     token_counter,
+    wrapped_model_of,
 )
 
 PREFIX = "headings:"
@@ -58,20 +59,9 @@ def _questions(model: str) -> Embedder:
     return backend.questions(part) if backend.questions else get_embedder(model)
 
 
-def _model_of(model_id: str) -> str | None:
-    if not model_id.startswith(PREFIX):
-        return None
-    return spec_of_model_id(model_id.removeprefix(PREFIX))
-
-
 def _prepare(model: str) -> Path | None:
     backend, part = parse_spec(model)
     return backend.prepare(part)
-
-
-def _is_prepared(model: str) -> bool:
-    backend, part = parse_spec(model)
-    return backend.is_prepared(part)
 
 
 register(
@@ -83,10 +73,10 @@ register(
         default_model=None,
         info=_info,
         load=_load,
-        model_of=_model_of,
+        model_of=lambda model_id: wrapped_model_of(PREFIX, model_id),
         token_counter=token_counter,
         prepare=_prepare,
-        is_prepared=_is_prepared,
+        is_prepared=inner_is_prepared,
         questions=_questions,
         parts=lambda model: (model,),
     )

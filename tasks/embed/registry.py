@@ -138,6 +138,20 @@ def spec_of_model_id(model_id: str) -> str | None:
     return None
 
 
+def wrapped_model_of(prefix: str, model_id: str) -> str | None:
+    """For a backend that wraps another model ("headings:<spec>"): the inner spec whose model
+    records the rest of `model_id` after `prefix`; None where `model_id` is not one of its."""
+    if not model_id.startswith(prefix):
+        return None
+    return spec_of_model_id(model_id.removeprefix(prefix))
+
+
+def inner_is_prepared(model: str) -> bool:
+    """For a backend that wraps another model: whether that model (a spec) is prepared."""
+    backend, part = parse_spec(model)
+    return backend.is_prepared(part)
+
+
 def model_info(spec: str) -> ModelInfo:
     """What `spec` produces, without loading its weights where its configuration tells."""
     backend, model = parse_spec(spec)

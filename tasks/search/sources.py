@@ -117,18 +117,11 @@ class KeptSource:
     lance: LanceSource  # the same table, without a prefilter
 
     def start_vector_lists(self, vectors: list[np.ndarray], limit: int) -> list[Future[list[Hit]]]:
-        done: list[Future[list[Hit]]] = []
-        for hits in self.kept.nearest_each(np.stack(vectors), limit) if vectors else []:
-            done.append(Future())
-            done[-1].set_result(hits)
-        return done
+        return _finished(self.kept.nearest_each(np.stack(vectors), limit) if vectors else [])
 
     def start_routed_lists(self, vectors: list[np.ndarray], limit: int) -> list[Future[list[Hit]]]:
-        done: list[Future[list[Hit]]] = []
-        for hits in self.kept.routed_nearest_each(np.stack(vectors), limit) if vectors else []:
-            done.append(Future())
-            done[-1].set_result(hits)
-        return done
+        found = self.kept.routed_nearest_each(np.stack(vectors), limit) if vectors else []
+        return _finished(found)
 
     async def text_hits(self, terms: Terms, limit: int) -> list[Hit]:
         found = await self._text_rows(terms, limit)
@@ -155,6 +148,15 @@ class KeptSource:
         ids, scores = await matching_row_ids(self.lance.table, terms, limit)
         rows = self.kept.positions(ids)
         return None if rows is None else (rows, scores)
+
+
+def _finished(lists: list[list[Hit]]) -> list[Future[list[Hit]]]:
+    """Lists already made, as the finished futures a source's callers wait on."""
+    done: list[Future[list[Hit]]] = []
+    for hits in lists:
+        done.append(Future())
+        done[-1].set_result(hits)
+    return done
 
 
 def source_for(
